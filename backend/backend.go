@@ -1,0 +1,150 @@
+// Package backend defines the fixed set of compute kernels a TinyGPT model is built from.
+//
+// The model (package gpt) is written once in terms of these kernels and never touches the raw
+// numbers of parameters or activations: it holds Tensor handles and calls kernels on them. A
+// backend owns the memory behind the handles. The cpu backend keeps it in Go slices; a GPU
+// backend keeps it in device buffers and may record kernels into a command stream that runs when
+// the host next reads a result (Download), so every kernel here is a pure function of its
+// arguments with no return value.
+//
+// Conventions shared by all kernels:
+//   - Matrices are row-major. Activations are [B·T, C] with row b·T+t.
+//   - Linear layers store their weight as [in, out] (y = x·W + b), as the .tinygpt format does.
+//   - Attention heads are contiguous column blocks of width C/NH within q, k, v and its output.
+//   - "Backward" kernels add (+=) into parameter gradients so that gradients of a step (or of
+//     several micro-batches) accumulate; the caller zeroes them at the start of a step. Where a
+//     backward kernel writes an activation gradient, its doc says whether it adds or overwrites.
+//   - Tensors passed to one call never overlap unless a kernel's doc says they may.
+package backend
+
+// Tensor is a handle to an array of float32 (or int32, for token ids) owned by a backend.
+// Only the backend that made a Tensor can use it.
+type Tensor interface {
+	// Len reports the number of elements.
+	Len() int
+}
+
+// SliceAlign is the element alignment that offsets passed to Backend.Slice must respect, so
+// that a GPU backend can bind the view directly (256-byte buffer offset alignment).
+const SliceAlign = 64
+
+// Layout says which operands of a matrix product are transposed.
+type Layout int
+
+// The three matrix-product layouts a transformer's forward and backward passes need.
+// With C of shape [M, N] and inner dimension K:
+const (
+	NN Layout = iota // C = A·B,   A is [M, K], B is [K, N]  (linear forward)
+	NT               // C = A·Bᵀ,  A is [M, K], B is [N, K]  (input gradient; tied LM head)
+	TN               // C = Aᵀ·B,  A is [K, M], B is [K, N]  (weight gradient)
+)
+
+func (l Layout) String() string {
+	switch l {
+	case NN:
+		return "NN"
+	case NT:
+		return "NT"
+	case TN:
+		return "TN"
+	}
+	return "Layout(?)"
+}
+
+// AdamParams are the hyper-parameters of one AdamW update.
+type AdamParams struct {
+	LR          float32 // learning rate of this step
+	Beta1       float32 // first-moment decay, 0.9
+	Beta2       float32 // second-moment decay, 0.95
+	Eps         float32 // added to the root of the second moment, 1e-8
+	WeightDecay float32 // decoupled weight decay (0 for tensors that are not decayed)
+	Clip        float32 // global gradient-norm clip; 0 disables clipping
+	Step        int     // 1-based step number, for bias correction
+}
+
+// Backend is a set of kernels and the memory they work on.
+//
+// A Backend is not safe for concurrent use by several goroutines; make one per goroutine (they
+// may share a device or a worker pool underneath).
+type Backend interface {
+	// Name is the backend's short name ("cpu", "webgpu").
+	Name() string
+	// Describe says what the backend runs on, for people ("cpu: 16 threads, avx2").
+	Describe() string
+
+	// Alloc returns a zero-filled float32 tensor of n elements.
+	Alloc(n int) Tensor
+	// AllocInt returns a zero-filled int32 tensor of n elements (token ids).
+	AllocInt(n int) Tensor
+	// Slice returns a view of n elements of t starting at element off, which must be a multiple
+	// of SliceAlign. Writes through the view change t.
+	Slice(t Tensor, off, n int) Tensor
+	// Upload copies src into t[0:len(src)].
+	Upload(t Tensor, src []float32)
+	// UploadInt copies src into the int32 tensor t[0:len(src)].
+	UploadInt(t Tensor, src []int32)
+	// Download copies t[off:off+len(dst)] into dst, finishing any pending work first.
+	Download(dst []float32, t Tensor, off int)
+	// Zero sets the first n elements of t to 0.
+	Zero(t Tensor, n int)
+	// Copy sets dst[i] = src[i] for i < n.
+	Copy(dst, src Tensor, n int)
+	// Release frees t's memory. Using t afterwards is an error.
+	Release(t Tensor)
+
+	// Encoder: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0+t,:]. tok is int32 [B·T]. pos0 is 0
+	// except when decoding one token at a later position.
+	Encoder(out, tok, wte, wpe Tensor, B, T, pos0, C int)
+	// EncoderBackward adds dout into the rows of dwte selected by tok and into dwpe.
+	EncoderBackward(dwte, dwpe, dout, tok Tensor, B, T, C int)
+
+	// LayerNorm normalises each of the N rows of in (eps 1e-5, biased variance), scales by g and
+	// shifts by b. It saves each row's mean and 1/std for the backward pass.
+	LayerNorm(out, mean, rstd, in, g, b Tensor, N, C int)
+	// LayerNormBackward adds the input gradient into din and the parameter gradients into dg, db.
+	LayerNormBackward(din, dg, db, dout, in, g, mean, rstd Tensor, N, C int)
+
+	// MatMul computes C = op(A)·op(B) for the given layout (see Layout), C of shape [M, N] with
+	// inner dimension K. With accumulate it adds into C instead of overwriting it.
+	MatMul(c, a, b Tensor, M, N, K int, l Layout, accumulate bool)
+	// AddBias adds bias [C] to each of the N rows of out.
+	AddBias(out, bias Tensor, N, C int)
+	// BiasBackward adds the column sums of dout [N, C] into dbias.
+	BiasBackward(dbias, dout Tensor, N, C int)
+
+	// GELU: out = x·Φ(x), the exact erf form. out and in may be the same tensor.
+	GELU(out, in Tensor, n int)
+	// GELUBackward overwrites din with dout·GELU'(in). din and dout may be the same tensor.
+	GELUBackward(din, in, dout Tensor, n int)
+	// Add: out = a + b elementwise (the residual connection).
+	Add(out, a, b Tensor, n int)
+
+	// Dropout: out = in·keep/(1−p), where keep for element i is a fixed hash of (seed, i), so the
+	// backward pass and every backend draw the same mask. p = 0 copies.
+	Dropout(out, in Tensor, n int, p float32, seed uint64)
+	// DropoutBackward overwrites din with dout·keep/(1−p), the same mask as Dropout.
+	DropoutBackward(din, dout Tensor, n int, p float32, seed uint64)
+
+	// Attention is causal multi-head self-attention over q, k, v [B·T, C] with NH heads and
+	// scale 1/sqrt(C/NH). It writes the attention output (before the output projection) to out
+	// and each query's log-sum-exp of scaled scores to lse [B·NH·T], for the backward pass.
+	Attention(out, lse, q, k, v Tensor, B, T, C, NH int)
+	// AttentionBackward overwrites dq, dk, dv from dout, recomputing the probabilities from lse.
+	AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, B, T, C, NH int)
+	// AttentionDecode attends one new query (position pos) over a key/value cache of rows
+	// [0, pos] for a single sequence: it first stores knew and vnew [C] as row pos of kcache and
+	// vcache [ctx, C], then writes the attention output for q [C] to out [C].
+	AttentionDecode(out, q, knew, vnew, kcache, vcache Tensor, pos, C, NH int)
+
+	// CrossEntropy computes, for each of the N rows of logits [N, V], the loss
+	// −log softmax(logits)[target] into losses [N]. If dlogits is not nil it also writes the
+	// gradient scale·(softmax − onehot(target)); dlogits may be logits itself.
+	CrossEntropy(losses, dlogits, logits, targets Tensor, N, V int, scale float32)
+
+	// SumSquares adds the sum of squares of x[0:n] into acc[0].
+	SumSquares(acc, x Tensor, n int)
+	// AdamW updates n parameters p from gradients g with moments m, v. If h.Clip > 0 the
+	// gradients are first scaled by Clip/(norm+1e-6) when the global norm sqrt(sumsq[0])
+	// exceeds Clip; the norm is read where it lives, never through the host.
+	AdamW(p, g, m, v, sumsq Tensor, n int, h AdamParams)
+}

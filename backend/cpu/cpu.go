@@ -1,0 +1,114 @@
+// Package cpu is the CPU backend: every kernel of package backend in Go, run on all cores
+// through a persistent worker pool.
+//
+// Each kernel is a plain loop over rows (or (batch, head) pairs, or output tiles) that the pool
+// splits into chunks. Chunks never share an output element, and every reduction runs in a fixed
+// order, so results are bit-for-bit reproducible on a machine whatever the thread count.
+// Nothing is allocated inside a kernel: the loop bodies and their scratch live in the Backend.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+
+	"tinygpt/backend"
+)
+
+// tensor is the cpu backend's Tensor: a slice of float32 or of int32.
+type tensor struct {
+	f []float32
+	i []int32
+}
+
+func (t *tensor) Len() int {
+	if t.i != nil {
+		return len(t.i)
+	}
+	return len(t.f)
+}
+
+func f32(t backend.Tensor) []float32 { return t.(*tensor).f }
+func i32(t backend.Tensor) []int32   { return t.(*tensor).i }
+
+// Backend is the CPU implementation of backend.Backend.
+type Backend struct {
+	pool    *pool
+	kern    microKernel
+	scratch []mmScratch // per worker
+
+	// Loop bodies, reused by every call (see task).
+	mm      matmulTask
+	enc     encoderTask
+	ln      layerNormTask
+	bias    biasTask
+	elem    elemTask
+	ce      crossEntropyTask
+	attn    attentionTask
+	sumsq   sumsqTask
+	adam    adamTask
+	partial []float64 // per-chunk partial sums for SumSquares
+}
+
+// New returns a CPU backend that uses every core (GOMAXPROCS goroutines).
+func New() *Backend {
+	be := &Backend{pool: defaultPool(), kern: bestKernel()}
+	be.scratch = make([]mmScratch, be.pool.workers)
+	for w := range be.scratch {
+		be.scratch[w] = newMMScratch(be.kern)
+	}
+	return be
+}
+
+// Name implements backend.Backend.
+func (be *Backend) Name() string { return "cpu" }
+
+// Describe implements backend.Backend.
+func (be *Backend) Describe() string {
+	return fmt.Sprintf("cpu: %d threads, %s/%s, matmul kernel %s", be.pool.workers, runtime.GOOS, runtime.GOARCH, be.kern.name)
+}
+
+// Threads reports how many goroutines run the kernels.
+func (be *Backend) Threads() int { return be.pool.workers }
+
+// Alloc implements backend.Backend.
+func (be *Backend) Alloc(n int) backend.Tensor { return &tensor{f: make([]float32, n)} }
+
+// AllocInt implements backend.Backend.
+func (be *Backend) AllocInt(n int) backend.Tensor { return &tensor{i: make([]int32, n)} }
+
+// Slice implements backend.Backend.
+func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
+	if off%backend.SliceAlign != 0 {
+		panic(fmt.Sprintf("cpu: Slice offset %d is not a multiple of %d", off, backend.SliceAlign))
+	}
+	return &tensor{f: f32(t)[off : off+n : off+n]}
+}
+
+// Upload implements backend.Backend.
+func (be *Backend) Upload(t backend.Tensor, src []float32) { copy(f32(t), src) }
+
+// UploadInt implements backend.Backend.
+func (be *Backend) UploadInt(t backend.Tensor, src []int32) { copy(i32(t), src) }
+
+// Download implements backend.Backend.
+func (be *Backend) Download(dst []float32, t backend.Tensor, off int) { copy(dst, f32(t)[off:]) }
+
+// Zero implements backend.Backend.
+func (be *Backend) Zero(t backend.Tensor, n int) {
+	if t.(*tensor).i != nil {
+		clear(i32(t)[:n])
+		return
+	}
+	clear(f32(t)[:n])
+}
+
+// Copy implements backend.Backend.
+func (be *Backend) Copy(dst, src backend.Tensor, n int) { copy(f32(dst)[:n], f32(src)[:n]) }
+
+// Release implements backend.Backend. Memory returns to the Go heap when unreferenced.
+func (be *Backend) Release(t backend.Tensor) {
+	tt := t.(*tensor)
+	tt.f, tt.i = nil, nil
+}
+
+var _ backend.Backend = (*Backend)(nil)

@@ -1,0 +1,452 @@
+package cpu
+
+import (
+	"math"
+
+	"tinygpt/backend"
+)
+
+// This file holds every kernel except matrix products and attention, each forward next to its
+// backward. Each parallel kernel is a small task type whose run method is the loop body over a
+// range of rows, columns or elements; Backend keeps one value of each so starting a loop
+// allocates nothing.
+
+// colBlock is how many adjacent columns one chunk of a column-parallel loop (a sum over rows)
+// covers: wide enough to read whole cache lines, narrow enough to spread over the workers.
+const colBlock = 32
+
+// elemChunk is the number of elements per chunk of an elementwise loop.
+const elemChunk = 4096
+
+// ---------------------------------------------------------------- embeddings
+
+type encoderTask struct {
+	out, wte, wpe, dwte, dwpe, dout []float32
+	tok                             []int32
+	T, pos0, C                      int
+	backward                        bool
+}
+
+// Encoder implements backend.Backend.
+func (be *Backend) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int) {
+	t := &be.enc
+	*t = encoderTask{out: f32(out), tok: i32(tok)[:B*T], wte: f32(wte), wpe: f32(wpe), T: T, pos0: pos0, C: C}
+	be.pool.Run(t, B*T, 16, 2*C)
+}
+
+// EncoderBackward implements backend.Backend. Workers split the columns, so that rows of dwte
+// hit by several tokens are summed by one worker in token order.
+func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C int) {
+	t := &be.enc
+	*t = encoderTask{dwte: f32(dwte), dwpe: f32(dwpe), dout: f32(dout), tok: i32(tok)[:B*T], T: T, C: C, backward: true}
+	be.pool.Run(t, tiles(C, colBlock), 1, 2*B*T*colBlock)
+}
+
+func (t *encoderTask) run(_, lo, hi int) {
+	C := t.C
+	if !t.backward {
+		for r := lo; r < hi; r++ {
+			o := t.out[r*C : r*C+C]
+			e := t.wte[int(t.tok[r])*C:][:C]
+			p := t.wpe[(t.pos0+r%t.T)*C:][:C]
+			for i := range o {
+				o[i] = e[i] + p[i]
+			}
+		}
+		return
+	}
+	c0, c1 := lo*colBlock, min(hi*colBlock, C)
+	for r, tok := range t.tok {
+		d := t.dout[r*C+c0 : r*C+c1]
+		e := t.dwte[int(tok)*C+c0:][:len(d)]
+		p := t.dwpe[(r%t.T)*C+c0:][:len(d)]
+		for i, v := range d {
+			e[i] += v
+			p[i] += v
+		}
+	}
+}
+
+// ---------------------------------------------------------------- layer norm
+
+const lnEps = 1e-5
+
+type layerNormTask struct {
+	out, mean, rstd, in, g, b []float32
+	din, dg, db, dout         []float32
+	N, C                      int
+	backward, paramsOnlyPass  bool
+}
+
+// LayerNorm implements backend.Backend.
+func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int) {
+	t := &be.ln
+	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: f32(in), g: f32(g), b: f32(b), C: C}
+	be.pool.Run(t, N, 8, 8*C)
+}
+
+// LayerNormBackward implements backend.Backend. One pass over rows writes the input gradient;
+// a second pass over column blocks sums the parameter gradients in row order.
+func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
+	t := &be.ln
+	*t = layerNormTask{din: f32(din), dg: f32(dg), db: f32(db), dout: f32(dout), in: f32(in), g: f32(g),
+		mean: f32(mean), rstd: f32(rstd), N: N, C: C, backward: true}
+	be.pool.Run(t, N, 8, 10*C)
+	t.paramsOnlyPass = true
+	be.pool.Run(t, tiles(C, colBlock), 1, 4*N*colBlock)
+}
+
+func (t *layerNormTask) run(_, lo, hi int) {
+	C := t.C
+	switch {
+	case !t.backward:
+		for r := lo; r < hi; r++ {
+			x := t.in[r*C : r*C+C]
+			var sum float32
+			for _, v := range x {
+				sum += v
+			}
+			m := sum / float32(C)
+			var vs float32
+			for _, v := range x {
+				d := v - m
+				vs += d * d
+			}
+			s := float32(1 / math.Sqrt(float64(vs/float32(C)+lnEps)))
+			o := t.out[r*C : r*C+C]
+			g, b := t.g[:C], t.b[:C]
+			for i, v := range x {
+				o[i] = (v-m)*s*g[i] + b[i]
+			}
+			t.mean[r], t.rstd[r] = m, s
+		}
+	case !t.paramsOnlyPass:
+		for r := lo; r < hi; r++ {
+			x := t.in[r*C : r*C+C]
+			dy := t.dout[r*C : r*C+C]
+			dx := t.din[r*C : r*C+C]
+			g := t.g[:C]
+			m, s := t.mean[r], t.rstd[r]
+			var dnormMean, dnormNormMean float32
+			for i, v := range x {
+				norm := (v - m) * s
+				dnorm := dy[i] * g[i]
+				dnormMean += dnorm
+				dnormNormMean += dnorm * norm
+			}
+			dnormMean /= float32(C)
+			dnormNormMean /= float32(C)
+			for i, v := range x {
+				norm := (v - m) * s
+				dnorm := dy[i] * g[i]
+				dx[i] += (dnorm - dnormMean - norm*dnormNormMean) * s
+			}
+		}
+	default:
+		c0, c1 := lo*colBlock, min(hi*colBlock, C)
+		dg, db := t.dg[c0:c1], t.db[c0:c1]
+		for r := 0; r < t.N; r++ {
+			x := t.in[r*C+c0 : r*C+c1]
+			dy := t.dout[r*C+c0 : r*C+c1]
+			m, s := t.mean[r], t.rstd[r]
+			for i, v := range x {
+				dg[i] += dy[i] * ((v - m) * s)
+				db[i] += dy[i]
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------- bias
+
+type biasTask struct {
+	out, bias, dout []float32
+	N, C            int
+	backward        bool
+}
+
+// AddBias implements backend.Backend.
+func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
+	t := &be.bias
+	*t = biasTask{out: f32(out), bias: f32(bias), N: N, C: C}
+	be.pool.Run(t, N, 16, C)
+}
+
+// BiasBackward implements backend.Backend.
+func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
+	t := &be.bias
+	*t = biasTask{bias: f32(dbias), dout: f32(dout), N: N, C: C, backward: true}
+	be.pool.Run(t, tiles(C, colBlock), 1, N*colBlock)
+}
+
+func (t *biasTask) run(_, lo, hi int) {
+	C := t.C
+	if !t.backward {
+		b := t.bias[:C]
+		for r := lo; r < hi; r++ {
+			o := t.out[r*C : r*C+C]
+			for i := range o {
+				o[i] += b[i]
+			}
+		}
+		return
+	}
+	c0, c1 := lo*colBlock, min(hi*colBlock, C)
+	db := t.bias[c0:c1]
+	for r := 0; r < t.N; r++ {
+		for i, v := range t.dout[r*C+c0 : r*C+c1] {
+			db[i] += v
+		}
+	}
+}
+
+// ---------------------------------------------------------------- elementwise: GELU, add, dropout
+
+type elemOp int
+
+const (
+	opGELU elemOp = iota
+	opGELUBackward
+	opAdd
+	opDropout
+)
+
+type elemTask struct {
+	op        elemOp
+	out, a, b []float32
+	p         float32
+	seed      uint64
+}
+
+func (be *Backend) elementwise(op elemOp, out, a, b []float32, n int, cost int) {
+	t := &be.elem
+	*t = elemTask{op: op, out: out[:n], a: a[:n]}
+	if b != nil {
+		t.b = b[:n]
+	}
+	be.pool.Run(t, n, elemChunk, cost)
+}
+
+// GELU implements backend.Backend.
+func (be *Backend) GELU(out, in backend.Tensor, n int) {
+	be.elementwise(opGELU, f32(out), f32(in), nil, n, 20)
+}
+
+// GELUBackward implements backend.Backend.
+func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
+	be.elementwise(opGELUBackward, f32(din), f32(in), f32(dout), n, 25)
+}
+
+// Add implements backend.Backend.
+func (be *Backend) Add(out, a, b backend.Tensor, n int) {
+	be.elementwise(opAdd, f32(out), f32(a), f32(b), n, 1)
+}
+
+// Dropout implements backend.Backend.
+func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+	if p == 0 {
+		copy(f32(out)[:n], f32(in)[:n])
+		return
+	}
+	t := &be.elem
+	*t = elemTask{op: opDropout, out: f32(out)[:n], a: f32(in)[:n], p: p, seed: seed}
+	be.pool.Run(t, n, elemChunk, 4)
+}
+
+// DropoutBackward implements backend.Backend. The mask is the same function of (seed, i) as in
+// Dropout, so the backward pass is the forward pass applied to the gradient.
+func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
+	be.Dropout(din, dout, n, p, seed)
+}
+
+func (t *elemTask) run(_, lo, hi int) {
+	out, a := t.out[lo:hi], t.a[lo:hi]
+	switch t.op {
+	case opGELU:
+		for i, x := range a {
+			out[i] = GELU(x)
+		}
+	case opGELUBackward:
+		b := t.b[lo:hi]
+		for i, x := range a {
+			out[i] = b[i] * GELUGrad(x)
+		}
+	case opAdd:
+		b := t.b[lo:hi]
+		for i := range out {
+			out[i] = a[i] + b[i]
+		}
+	case opDropout:
+		scale := 1 / (1 - t.p)
+		for i, x := range a {
+			if DropoutKeep(t.seed, uint64(lo+i), t.p) {
+				out[i] = x * scale
+			} else {
+				out[i] = 0
+			}
+		}
+	}
+}
+
+// GELU is x·Φ(x) with the exact normal CDF Φ(x) = (1 + erf(x/√2))/2.
+func GELU(x float32) float32 {
+	return 0.5 * x * (1 + erf32(x*math.Sqrt2/2))
+}
+
+// GELUGrad is the derivative of GELU: Φ(x) + x·φ(x).
+func GELUGrad(x float32) float32 {
+	cdf := 0.5 * (1 + erf32(x*math.Sqrt2/2))
+	pdf := float32(math.Exp(float64(-0.5*x*x))) * (1 / float32(math.Sqrt2*math.SqrtPi))
+	return cdf + x*pdf
+}
+
+// erf32 is the error function to float32 accuracy (|error| < 2e-7), computed in float64 by
+// Abramowitz & Stegun 7.1.26 for |x| ≥ 0.5 and by its Maclaurin series below.
+func erf32(x float32) float32 {
+	z := float64(x)
+	a := math.Abs(z)
+	if a < 0.5 {
+		// erf(z) = 2/√π · Σ (−1)^n z^(2n+1) / (n!(2n+1)); 7 terms reach 1e-10 at |z| = 0.5.
+		z2 := z * z
+		s := z * (1 - z2*(1.0/3-z2*(1.0/10-z2*(1.0/42-z2*(1.0/216-z2*(1.0/1320-z2*(1.0/9360)))))))
+		return float32(s * (2 / math.SqrtPi))
+	}
+	if a > 6 {
+		return float32(math.Copysign(1, z))
+	}
+	t := 1 / (1 + 0.3275911*a)
+	y := 1 - t*(0.254829592+t*(-0.284496736+t*(1.421413741+t*(-1.453152027+t*1.061405429))))*math.Exp(-a*a)
+	return float32(math.Copysign(y, z))
+}
+
+// DropoutKeep reports whether element i survives dropout with probability p under seed. It is a
+// counter-based hash (SplitMix64's finaliser) of seed and i, so any backend can recompute it.
+func DropoutKeep(seed, i uint64, p float32) bool {
+	x := seed ^ (i * 0x9E3779B97F4A7C15)
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EB
+	x ^= x >> 31
+	return float32(x>>40)*(1.0/(1<<24)) >= p
+}
+
+// ---------------------------------------------------------------- softmax cross-entropy
+
+type crossEntropyTask struct {
+	losses, dlogits, logits []float32
+	targets                 []int32
+	V                       int
+	scale                   float32
+}
+
+// CrossEntropy implements backend.Backend.
+func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
+	t := &be.ce
+	*t = crossEntropyTask{losses: f32(losses), logits: f32(logits), targets: i32(targets), V: V, scale: scale}
+	if dlogits != nil {
+		t.dlogits = f32(dlogits)
+	}
+	be.pool.Run(t, N, 8, 30*V)
+}
+
+func (t *crossEntropyTask) run(_, lo, hi int) {
+	V := t.V
+	for r := lo; r < hi; r++ {
+		x := t.logits[r*V : r*V+V]
+		mx := x[0]
+		for _, v := range x {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for _, v := range x {
+			sum += math.Exp(float64(v - mx))
+		}
+		lse := float64(mx) + math.Log(sum)
+		tgt := int(t.targets[r])
+		t.losses[r] = float32(lse - float64(x[tgt]))
+		if t.dlogits == nil {
+			continue
+		}
+		d := t.dlogits[r*V : r*V+V]
+		for i, v := range x {
+			d[i] = float32(math.Exp(float64(v)-lse)) * t.scale
+		}
+		d[tgt] -= t.scale
+	}
+}
+
+// ---------------------------------------------------------------- gradient norm and AdamW
+
+type sumsqTask struct {
+	x       []float32
+	partial []float64
+}
+
+// SumSquares implements backend.Backend. Partial sums over fixed chunks are added in chunk
+// order, so the result does not depend on the number of workers.
+func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
+	t := &be.sumsq
+	chunks := tiles(n, elemChunk)
+	if cap(be.partial) < chunks {
+		be.partial = make([]float64, chunks)
+	}
+	t.x, t.partial = f32(x)[:n], be.partial[:chunks]
+	be.pool.Run(t, chunks, 1, 2*elemChunk)
+	var s float64
+	for _, p := range t.partial {
+		s += p
+	}
+	f32(acc)[0] += float32(s)
+}
+
+func (t *sumsqTask) run(_, lo, hi int) {
+	for c := lo; c < hi; c++ {
+		var s float64
+		for _, v := range t.x[c*elemChunk : min((c+1)*elemChunk, len(t.x))] {
+			s += float64(v) * float64(v)
+		}
+		t.partial[c] = s
+	}
+}
+
+type adamTask struct {
+	p, g, m, v   []float32
+	h            backend.AdamParams
+	gscale       float32
+	bc1, bc2sqrt float32
+}
+
+// AdamW implements backend.Backend. The update, per element, in this order (as PyTorch's AdamW):
+//
+//	g ← g·clipScale
+//	m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+//	p ← p − lr·wd·p
+//	p ← p − lr · (m/(1−β1^t)) / (sqrt(v)/sqrt(1−β2^t) + ε)
+func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+	t := &be.adam
+	t.p, t.g, t.m, t.v, t.h = f32(p)[:n], f32(g)[:n], f32(m)[:n], f32(v)[:n], h
+	t.gscale = 1
+	if h.Clip > 0 {
+		norm := float32(math.Sqrt(float64(f32(sumsq)[0])))
+		if norm > h.Clip {
+			t.gscale = h.Clip / (norm + 1e-6)
+		}
+	}
+	t.bc1 = 1 - float32(math.Pow(float64(h.Beta1), float64(h.Step)))
+	t.bc2sqrt = float32(math.Sqrt(1 - math.Pow(float64(h.Beta2), float64(h.Step))))
+	be.pool.Run(t, n, elemChunk, 12)
+}
+
+func (t *adamTask) run(_, lo, hi int) {
+	h := t.h
+	p, g, m, v := t.p[lo:hi], t.g[lo:hi], t.m[lo:hi], t.v[lo:hi]
+	stepSize := h.LR / t.bc1
+	decay := 1 - h.LR*h.WeightDecay
+	for i := range p {
+		gi := g[i] * t.gscale
+		mi := h.Beta1*m[i] + (1-h.Beta1)*gi
+		vi := h.Beta2*v[i] + (1-h.Beta2)*gi*gi
+		m[i], v[i] = mi, vi
+		denom := float32(math.Sqrt(float64(vi)))/t.bc2sqrt + h.Eps
+		p[i] = p[i]*decay - stepSize*mi/denom
+	}
+}

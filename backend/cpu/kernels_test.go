@@ -1,0 +1,551 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"tinygpt/backend"
+)
+
+// These tests check every kernel against a plain float64 reference written here, and every
+// backward kernel against central finite differences of that float64 reference: the gradient
+// of the scalar L = Σ r_i·out_i for random weights r. Finite differences in float64 are accurate
+// to about 1e-9, so the comparison measures the float32 kernels' own error, which is well
+// under the 1e-4 (relative to the largest gradient) the tests allow.
+
+func randVec(rng *rand.Rand, n int, scale float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = rng.NormFloat64() * scale
+	}
+	return v
+}
+
+func to32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// round64 returns v rounded to float32 and back, so references see the kernels' exact inputs.
+func round64(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(float32(x))
+	}
+	return out
+}
+
+func upload(be *Backend, v []float64) backend.Tensor {
+	t := be.Alloc(len(v))
+	be.Upload(t, to32(v))
+	return t
+}
+
+func download(be *Backend, t backend.Tensor) []float64 {
+	out := make([]float32, t.Len())
+	be.Download(out, t, 0)
+	v := make([]float64, len(out))
+	for i, x := range out {
+		v[i] = float64(x)
+	}
+	return v
+}
+
+// assertClose fails unless max|got−want| ≤ tol·max(1, max|want|).
+func assertClose(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	var scale, worst float64 = 1, 0
+	worstAt := -1
+	for i := range want {
+		scale = math.Max(scale, math.Abs(want[i]))
+	}
+	for i := range want {
+		d := math.Abs(got[i] - want[i])
+		if math.IsNaN(got[i]) || d > worst {
+			worst, worstAt = d, i
+			if math.IsNaN(got[i]) {
+				worst = math.Inf(1)
+			}
+		}
+	}
+	if worst > tol*scale {
+		t.Errorf("%s: max error %.3g at %d (got %.6g, want %.6g), tolerance %.3g", what, worst, worstAt, got[worstAt], want[worstAt], tol*scale)
+	}
+}
+
+// numGrad returns dL/dx by central differences, where L = Σ r·f(x).
+func numGrad(x []float64, r []float64, f func([]float64) []float64) []float64 {
+	const h = 1e-6
+	g := make([]float64, len(x))
+	for i := range x {
+		old := x[i]
+		x[i] = old + h
+		lp := dot64(r, f(x))
+		x[i] = old - h
+		lm := dot64(r, f(x))
+		x[i] = old
+		g[i] = (lp - lm) / (2 * h)
+	}
+	return g
+}
+
+func dot64(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// backends returns the backend with each available micro-kernel, so that every test runs on
+// the assembly kernel and the portable one.
+func backends() []*Backend {
+	var out []*Backend
+	for _, k := range []microKernel{bestKernel(), goKernel} {
+		be := New()
+		be.kern = k
+		for w := range be.scratch {
+			be.scratch[w] = newMMScratch(k)
+		}
+		out = append(out, be)
+		if k.name == goKernel.name {
+			break
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- references
+
+func matmul64(a, b []float64, M, N, K int, l backend.Layout) []float64 {
+	c := make([]float64, M*N)
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			var s float64
+			for k := 0; k < K; k++ {
+				var av, bv float64
+				if l == backend.TN {
+					av = a[k*M+i]
+				} else {
+					av = a[i*K+k]
+				}
+				if l == backend.NT {
+					bv = b[j*K+k]
+				} else {
+					bv = b[k*N+j]
+				}
+				s += av * bv
+			}
+			c[i*N+j] = s
+		}
+	}
+	return c
+}
+
+func layerNorm64(x, g, b []float64, N, C int) []float64 {
+	out := make([]float64, N*C)
+	for r := 0; r < N; r++ {
+		row := x[r*C : r*C+C]
+		var m, v float64
+		for _, e := range row {
+			m += e
+		}
+		m /= float64(C)
+		for _, e := range row {
+			v += (e - m) * (e - m)
+		}
+		s := 1 / math.Sqrt(v/float64(C)+1e-5)
+		for i, e := range row {
+			out[r*C+i] = (e-m)*s*g[i] + b[i]
+		}
+	}
+	return out
+}
+
+func gelu64(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+
+func attention64(q, k, v []float64, B, T, C, NH int) []float64 {
+	hs := C / NH
+	out := make([]float64, B*T*C)
+	scale := 1 / math.Sqrt(float64(hs))
+	for b := 0; b < B; b++ {
+		for h := 0; h < NH; h++ {
+			for i := 0; i < T; i++ {
+				s := make([]float64, i+1)
+				mx := math.Inf(-1)
+				for j := 0; j <= i; j++ {
+					var d float64
+					for e := 0; e < hs; e++ {
+						d += q[(b*T+i)*C+h*hs+e] * k[(b*T+j)*C+h*hs+e]
+					}
+					s[j] = d * scale
+					mx = math.Max(mx, s[j])
+				}
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				for j := range s {
+					for e := 0; e < hs; e++ {
+						out[(b*T+i)*C+h*hs+e] += s[j] / sum * v[(b*T+j)*C+h*hs+e]
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
+	out := make([]float64, N)
+	for r := 0; r < N; r++ {
+		x := logits[r*V : r*V+V]
+		mx := math.Inf(-1)
+		for _, e := range x {
+			mx = math.Max(mx, e)
+		}
+		var s float64
+		for _, e := range x {
+			s += math.Exp(e - mx)
+		}
+		out[r] = mx + math.Log(s) - x[targets[r]]
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- tests
+
+func TestMatMulLayouts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}}
+	for _, be := range backends() {
+		for _, s := range shapes {
+			M, N, K := s[0], s[1], s[2]
+			for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+				for _, acc := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%dx%dx%d/%s/acc=%v", be.kern.name, M, N, K, l, acc)
+					a := round64(randVec(rng, M*K, 1))
+					b := round64(randVec(rng, K*N, 1))
+					c0 := round64(randVec(rng, M*N, 1))
+					want := matmul64(a, b, M, N, K, l)
+					if acc {
+						for i := range want {
+							want[i] += c0[i]
+						}
+					}
+					ct := upload(be, c0)
+					if !acc {
+						be.Upload(ct, to32(randVec(rng, M*N, 1e6))) // garbage must be overwritten
+					}
+					be.MatMul(ct, upload(be, a), upload(be, b), M, N, K, l, acc)
+					// float32 sums of K products of unit normals: error ~ K·2^-24·sqrt(K).
+					assertClose(t, name, download(be, ct), want, 1e-5*math.Sqrt(float64(K)+1))
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulDeterministicAcrossThreads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	M, N, K := 130, 97, 600
+	a, b := randVec(rng, M*K, 1), randVec(rng, K*N, 1)
+	var ref []float64
+	for _, workers := range []int{1, 2, 3, 7} {
+		be := New()
+		be.pool = newPool(workers)
+		be.scratch = make([]mmScratch, workers)
+		for w := range be.scratch {
+			be.scratch[w] = newMMScratch(be.kern)
+		}
+		c := be.Alloc(M * N)
+		be.MatMul(c, upload(be, a), upload(be, b), M, N, K, backend.TN, false)
+		got := download(be, c)
+		if ref == nil {
+			ref = got
+			continue
+		}
+		for i := range got {
+			if got[i] != ref[i] {
+				t.Fatalf("%d workers: element %d = %v, 1 worker gave %v", workers, i, got[i], ref[i])
+			}
+		}
+	}
+}
+
+func TestEncoder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	be := New()
+	B, T, C, V := 2, 5, 70, 11
+	tok := []int32{3, 3, 0, 10, 3, 1, 2, 3, 3, 9}
+	wte, wpe := round64(randVec(rng, V*C, 1)), round64(randVec(rng, (T+2)*C, 1))
+	fwd := func(pos0 int) func(wte, wpe []float64) []float64 {
+		return func(wte, wpe []float64) []float64 {
+			out := make([]float64, B*T*C)
+			for r := 0; r < B*T; r++ {
+				for i := 0; i < C; i++ {
+					out[r*C+i] = wte[int(tok[r])*C+i] + wpe[(pos0+r%T)*C+i]
+				}
+			}
+			return out
+		}
+	}
+	tt := be.AllocInt(B * T)
+	be.UploadInt(tt, tok)
+	for _, pos0 := range []int{0, 2} {
+		out := be.Alloc(B * T * C)
+		be.Encoder(out, tt, upload(be, wte), upload(be, wpe), B, T, pos0, C)
+		assertClose(t, "encoder", download(be, out), fwd(pos0)(wte, wpe), 1e-6)
+	}
+	r := randVec(rng, B*T*C, 1)
+	dwte, dwpe := be.Alloc(V*C), be.Alloc((T+2)*C)
+	be.EncoderBackward(dwte, dwpe, upload(be, r), tt, B, T, C)
+	f := fwd(0)
+	assertClose(t, "dwte", download(be, dwte), numGrad(wte, r, func(x []float64) []float64 { return f(x, wpe) }), 1e-5)
+	assertClose(t, "dwpe", download(be, dwpe), numGrad(wpe, r, func(x []float64) []float64 { return f(wte, x) }), 1e-5)
+}
+
+func TestLayerNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	be := New()
+	N, C := 9, 70
+	x := round64(randVec(rng, N*C, 2))
+	for i := range x[:C] {
+		x[i] += 5 // a row with a large mean
+	}
+	g, b := round64(randVec(rng, C, 1)), round64(randVec(rng, C, 1))
+	out, mean, rstd := be.Alloc(N*C), be.Alloc(N), be.Alloc(N)
+	xt, gt := upload(be, x), upload(be, g)
+	be.LayerNorm(out, mean, rstd, xt, gt, upload(be, b), N, C)
+	assertClose(t, "layernorm", download(be, out), layerNorm64(x, g, b, N, C), 1e-5)
+
+	r := randVec(rng, N*C, 1)
+	din0 := randVec(rng, N*C, 1) // din is added to
+	din, dg, db := upload(be, din0), be.Alloc(C), be.Alloc(C)
+	be.LayerNormBackward(din, dg, db, upload(be, r), xt, gt, mean, rstd, N, C)
+	want := numGrad(x, r, func(x []float64) []float64 { return layerNorm64(x, g, b, N, C) })
+	for i := range want {
+		want[i] += din0[i]
+	}
+	assertClose(t, "dx", download(be, din), want, 1e-4)
+	assertClose(t, "dg", download(be, dg), numGrad(g, r, func(g []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
+	assertClose(t, "db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
+}
+
+func TestLinearBackward(t *testing.T) {
+	// y = x·W + b: the input gradient is dy·Wᵀ (NT), the weight gradient xᵀ·dy (TN), the bias
+	// gradient the column sums of dy.
+	rng := rand.New(rand.NewPCG(9, 10))
+	N, IC, OC := 11, 13, 37
+	x, w, b := round64(randVec(rng, N*IC, 1)), round64(randVec(rng, IC*OC, 1)), round64(randVec(rng, OC, 1))
+	fwd := func(x, w, b []float64) []float64 {
+		y := matmul64(x, w, N, OC, IC, backend.NN)
+		for i := range y {
+			y[i] += b[i%OC]
+		}
+		return y
+	}
+	r := round64(randVec(rng, N*OC, 1))
+	for _, be := range backends() {
+		y := be.Alloc(N * OC)
+		be.MatMul(y, upload(be, x), upload(be, w), N, OC, IC, backend.NN, false)
+		be.AddBias(y, upload(be, b), N, OC)
+		assertClose(t, "linear", download(be, y), fwd(x, w, b), 1e-5)
+
+		dx, dw, db := be.Alloc(N*IC), be.Alloc(IC*OC), be.Alloc(OC)
+		dy := upload(be, r)
+		be.MatMul(dx, dy, upload(be, w), N, IC, OC, backend.NT, false)
+		be.MatMul(dw, upload(be, x), dy, IC, OC, N, backend.TN, true)
+		be.BiasBackward(db, dy, N, OC)
+		assertClose(t, "dx", download(be, dx), numGrad(x, r, func(x []float64) []float64 { return fwd(x, w, b) }), 1e-5)
+		assertClose(t, "dw", download(be, dw), numGrad(w, r, func(w []float64) []float64 { return fwd(x, w, b) }), 1e-5)
+		assertClose(t, "db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return fwd(x, w, b) }), 1e-5)
+	}
+}
+
+func TestGELU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	be := New()
+	x := round64(randVec(rng, 5000, 3))
+	x = append(x, 0, -0.5, 0.5, 0.4999, -6, 6, 7, -7, 1e-8)
+	n := len(x)
+	want := make([]float64, n)
+	for i, v := range x {
+		want[i] = gelu64(v)
+	}
+	out := be.Alloc(n)
+	xt := upload(be, x)
+	be.GELU(out, xt, n)
+	assertClose(t, "gelu", download(be, out), want, 2e-7)
+	r := randVec(rng, n, 1)
+	din := be.Alloc(n)
+	be.GELUBackward(din, xt, upload(be, r), n)
+	want = numGrad(x, r, func(x []float64) []float64 {
+		y := make([]float64, len(x))
+		for i, v := range x {
+			y[i] = gelu64(v)
+		}
+		return y
+	})
+	assertClose(t, "gelu'", download(be, din), want, 1e-6)
+}
+
+func TestDropout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	be := New()
+	n := 20000
+	x := round64(randVec(rng, n, 1))
+	p := float32(0.25)
+	out := be.Alloc(n)
+	be.Dropout(out, upload(be, x), n, p, 99)
+	got := download(be, out)
+	zeros := 0
+	for i, v := range got {
+		switch {
+		case v == 0:
+			zeros++
+		case math.Abs(v-x[i]/0.75) > 1e-6*math.Abs(v):
+			t.Fatalf("kept element %d = %v, want %v", i, v, x[i]/0.75)
+		}
+	}
+	if frac := float64(zeros) / float64(n); math.Abs(frac-0.25) > 0.02 {
+		t.Errorf("dropped %.3f of elements, want 0.25", frac)
+	}
+	// The backward pass uses the same mask: d(Σ r·out)/dx = r·keep/(1−p).
+	r := randVec(rng, n, 1)
+	din := be.Alloc(n)
+	be.DropoutBackward(din, upload(be, r), n, p, 99)
+	dg := download(be, din)
+	for i := range dg {
+		keep := got[i] != 0 || x[i] == 0
+		want := 0.0
+		if keep {
+			want = float64(float32(r[i])) / 0.75
+		}
+		if math.Abs(dg[i]-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Fatalf("dropout grad %d = %v, want %v", i, dg[i], want)
+		}
+	}
+	// p = 0 is the identity.
+	be.Dropout(out, upload(be, x), n, 0, 99)
+	assertClose(t, "p=0", download(be, out), x, 0)
+}
+
+func TestAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	be := New()
+	for _, s := range [][4]int{{2, 5, 8, 2}, {1, 7, 12, 3}, {3, 1, 4, 1}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		q, k, v := round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1))
+		qt, kt, vt := upload(be, q), upload(be, k), upload(be, v)
+		out, lse := be.Alloc(B*T*C), be.Alloc(B*NH*T)
+		be.Attention(out, lse, qt, kt, vt, B, T, C, NH)
+		assertClose(t, "attention", download(be, out), attention64(q, k, v, B, T, C, NH), 1e-5)
+
+		r := randVec(rng, B*T*C, 1)
+		dq, dk, dv := be.Alloc(B*T*C), be.Alloc(B*T*C), be.Alloc(B*T*C)
+		be.Upload(dq, to32(randVec(rng, B*T*C, 100))) // overwritten, not added to
+		be.AttentionBackward(dq, dk, dv, upload(be, r), qt, kt, vt, out, lse, B, T, C, NH)
+		assertClose(t, "dq", download(be, dq), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
+		assertClose(t, "dk", download(be, dk), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
+		assertClose(t, "dv", download(be, dv), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
+	}
+}
+
+func TestAttentionDecodeMatchesFullPass(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	be := New()
+	T, C, NH := 9, 12, 3
+	q, k, v := randVec(rng, T*C, 1), randVec(rng, T*C, 1), randVec(rng, T*C, 1)
+	out, lse := be.Alloc(T*C), be.Alloc(NH*T)
+	be.Attention(out, lse, upload(be, q), upload(be, k), upload(be, v), 1, T, C, NH)
+	full := download(be, out)
+	kc, vc := be.Alloc(T*C), be.Alloc(T*C)
+	o := be.Alloc(C)
+	for pos := 0; pos < T; pos++ {
+		be.AttentionDecode(o, upload(be, q[pos*C:pos*C+C]), upload(be, k[pos*C:pos*C+C]), upload(be, v[pos*C:pos*C+C]), kc, vc, pos, C, NH)
+		got := download(be, o)
+		for i := range got {
+			if got[i] != full[pos*C+i] {
+				t.Fatalf("position %d element %d: decode %v, full pass %v", pos, i, got[i], full[pos*C+i])
+			}
+		}
+	}
+}
+
+func TestCrossEntropy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	be := New()
+	N, V := 6, 256
+	logits := round64(randVec(rng, N*V, 3))
+	logits[5] = 80 // a large logit must not overflow
+	targets := []int32{0, 255, 17, 17, 3, 100}
+	tt := be.AllocInt(N)
+	be.UploadInt(tt, targets)
+	lt := upload(be, logits)
+	losses, dl := be.Alloc(N), be.Alloc(N*V)
+	scale := float32(1.0 / 6)
+	be.CrossEntropy(losses, dl, lt, tt, N, V, scale)
+	assertClose(t, "loss", download(be, losses), crossEntropy64(logits, targets, N, V), 1e-6)
+	r := make([]float64, N)
+	for i := range r {
+		r[i] = float64(scale)
+	}
+	assertClose(t, "dlogits", download(be, dl), numGrad(logits, r, func(x []float64) []float64 { return crossEntropy64(x, targets, N, V) }), 1e-6)
+	// In place, and without a gradient.
+	be.CrossEntropy(losses, nil, lt, tt, N, V, 1)
+	assertClose(t, "loss without grad", download(be, losses), crossEntropy64(logits, targets, N, V), 1e-6)
+	be.CrossEntropy(losses, lt, lt, tt, N, V, scale)
+	assertClose(t, "in place", download(be, lt), download(be, dl), 0)
+}
+
+func TestSumSquaresAndAdamW(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	be := New()
+	n := 10000
+	p0, g0 := round64(randVec(rng, n, 1)), round64(randVec(rng, n, 0.05))
+	m0, v0 := round64(randVec(rng, n, 0.01)), make([]float64, n)
+	for i := range v0 {
+		v0[i] = float64(float32(math.Abs(rng.NormFloat64()) * 1e-4))
+	}
+	acc := be.Alloc(1)
+	be.Upload(acc, []float32{0.5})
+	gt := upload(be, g0)
+	be.SumSquares(acc, gt, n)
+	want := 0.5 + dot64(g0, g0)
+	if got := download(be, acc)[0]; math.Abs(got-want) > 1e-6*want {
+		t.Fatalf("sum of squares %v, want %v", got, want)
+	}
+	for _, clip := range []float32{0, 1, 100} {
+		pt, mt, vt := upload(be, p0), upload(be, m0), upload(be, v0)
+		h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip, Step: 3}
+		be.AdamW(pt, gt, mt, vt, acc, n, h)
+		norm := math.Sqrt(float64(float32(want)))
+		scale := 1.0
+		if clip > 0 && norm > float64(clip) {
+			scale = float64(clip) / (norm + 1e-6)
+		}
+		wp, wm, wv := make([]float64, n), make([]float64, n), make([]float64, n)
+		for i := range wp {
+			g := g0[i] * scale
+			wm[i] = 0.9*m0[i] + 0.1*g
+			wv[i] = 0.95*v0[i] + 0.05*g*g
+			mhat := wm[i] / (1 - math.Pow(0.9, 3))
+			vhat := wv[i] / (1 - math.Pow(0.95, 3))
+			wp[i] = p0[i] - 1e-3*0.1*p0[i] - 1e-3*mhat/(math.Sqrt(vhat)+1e-8)
+		}
+		name := fmt.Sprintf("clip %v", clip)
+		assertClose(t, name+" m", download(be, mt), wm, 1e-6)
+		assertClose(t, name+" v", download(be, vt), wv, 1e-6)
+		assertClose(t, name+" p", download(be, pt), wp, 1e-6)
+	}
+}

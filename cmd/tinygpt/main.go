@@ -1,0 +1,158 @@
+// Command tinygpt trains small GPT language models from scratch on your own text, samples from
+// them, and reads and writes .tinygpt model files.
+//
+// Usage:
+//
+//	tinygpt train   [flags]            train a model (default: the small preset on the built-in corpus)
+//	tinygpt sample  --model FILE       generate text from a model
+//	tinygpt eval    --model FILE       exact validation loss of a model
+//	tinygpt inspect FILE               print a model file's settings and history
+//	tinygpt convert --to fp16 IN OUT   convert a model file (fp32, fp16, int4)
+//	tinygpt bench   [flags]            measure training speed per preset
+//
+// Run "tinygpt help COMMAND" or "tinygpt COMMAND -h" for a command's flags.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, env *env) error
+}
+
+// env is what a command may touch: its streams. Tests run commands with buffers.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	tty            bool // stdout is a terminal: progress may redraw one line
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"train", "train a model on a corpus (default: the small preset on the built-in corpus)", cmdTrain},
+		{"sample", "generate text from a model file", cmdSample},
+		{"eval", "exact loss of a model over a corpus's validation split", cmdEval},
+		{"inspect", "print a model file's config, parameters, loss history and sample", cmdInspect},
+		{"convert", "convert a model file to fp32, fp16 or int4", cmdConvert},
+		{"bench", "measure training speed of presets on synthetic data", cmdBench},
+		{"help", "show help for a command", cmdHelp},
+	}
+}
+
+func main() {
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, tty: isTerminal(os.Stdout)}
+	os.Exit(run(os.Args[1:], e))
+}
+
+// run executes a command line and returns the exit status.
+func run(args []string, e *env) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(e.stdout)
+		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(e.stdout, "tinygpt", version)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == name {
+			err := c.run(args[1:], e)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			}
+			fmt.Fprintf(e.stderr, "tinygpt %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "tinygpt: unknown command %q\n\n", name)
+	usage(e.stderr)
+	return 2
+}
+
+const version = "0.1.0"
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "tinygpt trains small GPT language models from scratch on your own text.\n\nUsage:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  tinygpt %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun \"tinygpt help COMMAND\" for a command's flags.\n")
+}
+
+func cmdHelp(args []string, e *env) error {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return nil
+	}
+	for _, c := range commands {
+		if c.name == args[0] && c.name != "help" {
+			return c.run([]string{"-h"}, &env{stdin: e.stdin, stdout: e.stdout, stderr: e.stdout})
+		}
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// errUsage marks an error whose message flag parsing has already printed.
+var errUsage = errors.New("usage")
+
+// newFlags returns a flag set whose usage message shows the command's synopsis and defaults.
+func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: tinygpt %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, allowing flags after positional arguments ("inspect FILE --json"), and
+// returns the positional arguments, of which there may be at most max.
+func parse(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(rest) > max {
+		fmt.Fprintf(fs.Output(), "tinygpt %s: unexpected argument %q\n", fs.Name(), rest[max])
+		return nil, errUsage
+	}
+	return rest, nil
+}
+
+func isTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"tinygpt/data"
+	"tinygpt/format"
+	"tinygpt/gpt"
+	"tinygpt/train"
+)
+
+func cmdEval(args []string, e *env) error {
+	fs := newFlags(e, "eval", "--model FILE [--data PATH]", `
+Computes a model's exact loss over the validation split (the last 10%) of a corpus, in
+consecutive non-overlapping windows of ctx+1 bytes, each predicting its ctx next bytes. The
+result is deterministic, so models and tools can be compared on it. Without --data it uses the
+corpus stored in the model file.`)
+	modelPath := fs.String("model", "", "model file")
+	dataPath := fs.String("data", "", "corpus: a file, a directory (see --glob) or - for stdin")
+	glob := fs.String("glob", "", "with a directory --data, only files matching this pattern")
+	split := fs.String("split", "val", "which part of the corpus: val, train or all")
+	batch := fs.Int("batch", 16, "windows per forward pass")
+	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *modelPath == "" {
+		return fmt.Errorf("--model is required")
+	}
+	if *batch < 1 {
+		return fmt.Errorf("--batch must be at least 1")
+	}
+	f, err := format.ReadFile(*modelPath)
+	if err != nil {
+		return err
+	}
+	var corpus data.Corpus
+	if *dataPath != "" {
+		if corpus, err = data.Load(*dataPath, *glob, e.stdin); err != nil {
+			return err
+		}
+	} else if f.Header.Corpus != "" {
+		corpus = data.Corpus{Text: []byte(f.Header.Corpus), Source: "the corpus stored in " + *modelPath}
+	} else {
+		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
+	}
+	be, err := openBackend(*backendName, e)
+	if err != nil {
+		return err
+	}
+	m, err := modelFromFile(be, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *modelPath, err)
+	}
+	text := corpus.Text
+	nTrain := int(float64(len(text)) * data.TrainFraction)
+	switch *split {
+	case "val":
+		text = text[nTrain:]
+	case "train":
+		text = text[:nTrain]
+	case "all":
+	default:
+		return fmt.Errorf("--split must be val, train or all, got %q", *split)
+	}
+	start := time.Now()
+	loss, windows, err := train.ExactLoss(m, text, *batch)
+	if err != nil {
+		return fmt.Errorf("%s split of %s: %w", *split, corpus.Source, err)
+	}
+	fmt.Fprintf(e.stdout, "loss %.6f nats/byte, %.4f bits/byte, perplexity %.3f\n", loss, loss/math.Ln2, math.Exp(loss))
+	fmt.Fprintf(e.stdout, "%s split of %s: %d windows of %d bytes (%s bytes predicted) in %s\n",
+		*split, corpus.Source, windows, m.Config.Ctx+1, commas(windows*m.Config.Ctx), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func cmdInspect(args []string, e *env) error {
+	fs := newFlags(e, "inspect", "FILE [--json]", `
+Prints a model file's format, model size, training settings, loss history and sample.`)
+	asJSON := fs.Bool("json", false, "print the header as JSON (without the corpus text)")
+	rest, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	path := rest[0]
+	f, err := format.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	h := f.Header
+	if *asJSON {
+		h.Corpus = fmt.Sprintf("(%d bytes)", len(h.Corpus))
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(h)
+	}
+	c := h.Config
+	cfg := gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp}
+	size := int64(-1)
+	if info, err := os.Stat(path); err == nil {
+		size = info.Size()
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "file:\t%s (%s bytes), .tinygpt v%d, %s\n", filepath.Base(path), commas(int(size)), h.Version, describeDtype(f))
+	fmt.Fprintf(w, "model:\t%s, %s parameters\n", cfg, commas(cfg.NumParams()))
+	if h.SavedAt != "" {
+		fmt.Fprintf(w, "saved:\t%s\n", h.SavedAt)
+	}
+	if h.SourceConvertedFrom != "" {
+		fmt.Fprintf(w, "converted:\tfrom %s at %s\n", h.SourceConvertedFrom, h.ConvertedAt)
+	}
+	fmt.Fprintf(w, "training:\tstep %d of %d, batch %d, lr %g, clip %g, seed %d, backend %s\n",
+		f.Step, c.MaxSteps, c.BatchSize, c.LearningRate, c.GradClip, c.Seed, c.Backend)
+	if len(h.Train) > 0 {
+		var extra map[string]any
+		if json.Unmarshal(h.Train, &extra) == nil {
+			fmt.Fprintf(w, "settings:\tschedule %v, warmup %v, dropout %v, weight decay %v", extra["schedule"], extra["warmup"], extra["dropout"], extra["weightDecay"])
+			if p, ok := extra["preset"].(string); ok && p != "" {
+				fmt.Fprintf(w, ", preset %s", p)
+			}
+			if s, ok := extra["trainSeconds"].(float64); ok {
+				fmt.Fprintf(w, ", trained for %s", fmtDuration(s))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintf(w, "corpus:\t%s bytes stored\n", commas(len(h.Corpus)))
+	summarizeHistory(w, h)
+	w.Flush()
+	if h.Sample != "" {
+		s := h.Sample
+		if len(s) > 400 {
+			s = s[:400] + "…"
+		}
+		fmt.Fprintf(e.stdout, "sample:\n%s\n", safeText(s))
+	}
+	return nil
+}
+
+func describeDtype(f *format.File) string {
+	switch {
+	case f.Header.WeightDtype == "fp16":
+		return "weights only, fp16"
+	case f.Header.WeightDtype == "int4":
+		return fmt.Sprintf("weights only, int4 (blocks of %d)", f.Header.Int4BlockSize)
+	case f.M == nil:
+		return "weights only, fp32"
+	}
+	return "fp32 weights + AdamW moments (resumable)"
+}
+
+func summarizeHistory(w *tabwriter.Writer, h format.Header) {
+	hist := h.LossHistory
+	var trains, evals int
+	var first, last, minTrain *format.LossPoint
+	for i := range hist {
+		p := &hist[i]
+		if p.Train != nil {
+			trains++
+			if first == nil {
+				first = p
+			}
+			last = p
+			if minTrain == nil || *p.Train < *minTrain.Train {
+				minTrain = p
+			}
+		}
+		if p.Val != nil {
+			evals++
+		}
+	}
+	if trains > 0 {
+		fmt.Fprintf(w, "loss history:\t%d steps recorded, train %.4f (step %d) → %.4f (step %d), lowest %.4f (step %d); %d evaluations\n",
+			trains, *first.Train, first.Step, *last.Train, last.Step, *minTrain.Train, minTrain.Step, evals)
+	} else {
+		fmt.Fprintf(w, "loss history:\tempty\n")
+	}
+	if fl := h.FinalLoss; fl != nil {
+		fmt.Fprintf(w, "final loss:\tstep %d, train %s, val %s\n", fl.Step, ptrLoss(fl.Train), ptrLoss(fl.Val))
+	}
+	if b := h.BestVal; b != nil {
+		fmt.Fprintf(w, "best val:\t%.4f at step %d\n", b.Loss, b.Step)
+	}
+}
+
+func ptrLoss(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", *p)
+}
+
+func cmdConvert(args []string, e *env) error {
+	fs := newFlags(e, "convert", "--to fp32|fp16|int4 IN OUT", `
+Converts a model file. fp16 (half size of the weights) and int4 (blocks of 64 weights sharing a
+scale, about 1/7 of fp32) keep the weights only, in the original TinyGPT's formats, and can be
+sampled and evaluated but not resumed. fp32 writes full-precision weights (with the AdamW moments when
+the input has them, so the copy still resumes; weights only otherwise).`)
+	to := fs.String("to", "", "target format: fp32, fp16 or int4")
+	rest, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 2 {
+		fmt.Fprintln(e.stderr, "tinygpt convert: need an input and an output file")
+		fs.Usage()
+		return errUsage
+	}
+	in, out := rest[0], rest[1]
+	if filepath.Clean(in) == filepath.Clean(out) {
+		return fmt.Errorf("input and output are the same file %s", in)
+	}
+	f, err := format.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var g *format.File
+	switch strings.ToLower(*to) {
+	case "fp16":
+		g = format.ToFP16(f, filepath.Base(in), now)
+	case "int4":
+		g = format.ToInt4(f, filepath.Base(in), now)
+	case "fp32":
+		g = &format.File{Header: f.Header, Step: f.Step, Weights: f.Weights, M: f.M, V: f.V}
+		g.Header.WeightDtype = format.DtypeFull
+		if f.M == nil {
+			g.Header.WeightDtype = format.DtypeFP32 // weights only: there are no moments to keep
+		}
+	case "":
+		return fmt.Errorf("--to is required (fp32, fp16 or int4)")
+	default:
+		return fmt.Errorf("--to must be fp32, fp16 or int4, got %q", *to)
+	}
+	if err := format.WriteFile(out, g); err != nil {
+		return err
+	}
+	info, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s (%s, %s bytes)\n", out, describeDtype(g), commas(int(info.Size())))
+	return nil
+}
+
+func cmdBench(args []string, e *env) error {
+	fs := newFlags(e, "bench", "[--presets a,b,...] [--steps N] [--json]", `
+Times full training steps (forward, backward, AdamW) of each preset on random tokens and prints
+the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus attention).`)
+	presets := fs.String("presets", "tiny,small,medium,large,xl", "comma-separated presets, or all")
+	steps := fs.Int("steps", 10, "timed steps per preset")
+	warmup := fs.Int("warmup", 2, "untimed warm-up steps per preset")
+	asJSON := fs.Bool("json", false, "print one JSON object per preset")
+	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *steps < 1 || *warmup < 0 {
+		return fmt.Errorf("--steps must be at least 1 and --warmup not negative")
+	}
+	var list []gpt.Preset
+	if *presets == "all" {
+		list = gpt.Presets
+	} else {
+		for _, name := range strings.Split(*presets, ",") {
+			p, err := gpt.PresetByName(strings.TrimSpace(name))
+			if err != nil {
+				return fmt.Errorf("--presets: %w", err)
+			}
+			list = append(list, p)
+		}
+	}
+	be, err := openBackend(*backendName, e)
+	if err != nil {
+		return err
+	}
+	var w *tabwriter.Writer
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "backend %s\n", be.Describe())
+		w = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(w, "preset\tparams\tbatch×ctx\tms/step\ttokens/s\tGFLOP/s\t\n")
+		w.Flush()
+	}
+	enc := json.NewEncoder(e.stdout)
+	for _, p := range list {
+		r, err := train.Bench(be, p, *warmup, *steps)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if *asJSON {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d×%d\t%.2f\t%s\t%.1f\t\n", r.Preset, commas(r.Params), r.Batch, r.Ctx, r.MsPerStep, commas(int(r.TokensPerS)), r.GFLOPs)
+		w.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
+	"tinygpt/data"
+	"tinygpt/format"
+	"tinygpt/gpt"
+	"tinygpt/train"
+)
+
+// openBackend returns the named compute backend.
+func openBackend(name string, e *env) (backend.Backend, error) {
+	switch name {
+	case "cpu":
+		return cpu.New(), nil
+	case "auto", "":
+		return cpu.New(), nil
+	case "webgpu":
+		return nil, fmt.Errorf("--backend webgpu: this build has no WebGPU backend yet; use --backend cpu")
+	}
+	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, auto)", name)
+}
+
+func presetNames() string {
+	var names []string
+	for _, p := range gpt.Presets {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func cmdTrain(args []string, e *env) error {
+	fs := newFlags(e, "train", "[flags]", `
+Trains a model and saves it to --out, checkpointing as it goes. With no flags it trains the
+small preset on the built-in corpus for 1500 steps and prints a sample at the end.
+Ctrl-C stops the run after the current step and saves a checkpoint; --resume continues it.`)
+	presetName := fs.String("preset", gpt.DefaultPreset, "model size: "+presetNames())
+	dataPath := fs.String("data", "", "training text: a file, a directory (see --glob) or - for stdin; default the built-in corpus")
+	glob := fs.String("glob", "", "with a directory --data, only files whose name matches this pattern (e.g. '*.go')")
+	steps := fs.Int("steps", 0, "training steps (default: the preset's)")
+	batch := fs.Int("batch", 0, "sequences per step (default: the preset's)")
+	layers := fs.Int("layers", 0, "custom size: transformer blocks")
+	dModel := fs.Int("d-model", 0, "custom size: embedding width")
+	heads := fs.Int("heads", 0, "custom size: attention heads (default: about 32 dimensions per head)")
+	ctxLen := fs.Int("ctx", 0, "custom size: context length in bytes")
+	lr := fs.Float64("lr", 3e-4, "peak learning rate")
+	minLR := fs.Float64("min-lr", 0, "final learning rate of the cosine schedule (default lr/10)")
+	schedule := fs.String("schedule", train.Constant, "learning-rate schedule: constant or cosine")
+	warmup := fs.Int("warmup", 0, "steps of linear learning-rate warmup")
+	dropout := fs.Float64("dropout", 0, "dropout probability on embeddings and residual branches")
+	evalEvery := fs.Int("eval-every", 100, "steps between validation passes (0: only at the end)")
+	evalBatches := fs.Int("eval-batches", 8, "validation batches averaged per evaluation")
+	ckptEvery := fs.Int("checkpoint-every", 500, "steps between checkpoints (0: only at the end and on Ctrl-C)")
+	out := fs.String("out", "", "model file to write (default: derived from the corpus and preset; with --resume, the resumed file)")
+	resume := fs.String("resume", "", "continue the run saved in this model file")
+	initFrom := fs.String("init-from", "", "start a new run from the weights of this model file (fine-tuning)")
+	seed := fs.Int64("seed", 42, "random seed for initialisation, batches and dropout")
+	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	logJSON := fs.String("log-json", "", "also write one JSON object per step and evaluation to this file")
+	sampleEvery := fs.Int("sample-every", 0, "steps between live samples printed during training (0: only at the end)")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	be, err := openBackend(*backendName, e)
+	if err != nil {
+		return err
+	}
+
+	var corpus *data.Corpus
+	if set["data"] || set["glob"] {
+		if set["glob"] && !set["data"] {
+			return fmt.Errorf("--glob needs a directory --data")
+		}
+		c, err := data.Load(*dataPath, *glob, e.stdin)
+		if err != nil {
+			return err
+		}
+		corpus = &c
+	}
+
+	var t *train.Trainer
+	if *resume != "" {
+		for _, name := range []string{"preset", "layers", "d-model", "heads", "ctx", "batch", "lr", "min-lr", "schedule", "warmup", "dropout", "seed", "init-from", "eval-batches"} {
+			if set[name] {
+				return fmt.Errorf("--%s cannot be changed when resuming: a resumed run keeps its settings (only --steps, --data, --out, --eval-every, --checkpoint-every and logging can be given)", name)
+			}
+		}
+		f, err := format.ReadFile(*resume)
+		if err != nil {
+			return err
+		}
+		if f.M == nil {
+			return fmt.Errorf("%s holds weights only (%s), without the optimizer state a run resumes from; use --init-from to start a new run from its weights", *resume, dtypeName(f))
+		}
+		t, err = train.Resume(be, f, train.ResumeOptions{Steps: *steps, Corpus: corpus})
+		if err != nil {
+			return fmt.Errorf("resuming %s: %w", *resume, err)
+		}
+		if set["eval-every"] {
+			t.Opts.EvalEvery = *evalEvery
+		}
+		if set["checkpoint-every"] {
+			t.Opts.CheckpointEvery = *ckptEvery
+		}
+		if *out == "" {
+			*out = *resume
+		}
+		fmt.Fprintf(e.stdout, "resuming %s at step %d of %d\n", *resume, t.Step(), t.Opts.Steps)
+	} else {
+		p, err := gpt.PresetByName(*presetName)
+		if err != nil {
+			return fmt.Errorf("--preset: %w", err)
+		}
+		opts := train.DefaultOptions(p)
+		custom := false
+		if set["layers"] {
+			opts.Model.Layers, custom = *layers, true
+		}
+		if set["d-model"] {
+			opts.Model.DModel, custom = *dModel, true
+			opts.Model.DMlp = 4 * *dModel
+			opts.Model.Heads = gpt.DefaultHeads(*dModel)
+		}
+		if set["heads"] {
+			opts.Model.Heads, custom = *heads, true
+		}
+		if set["ctx"] {
+			opts.Model.Ctx, custom = *ctxLen, true
+		}
+		if custom {
+			opts.Preset = ""
+		}
+		if set["steps"] {
+			opts.Steps = *steps
+		}
+		if set["batch"] {
+			opts.Batch = *batch
+		}
+		opts.LR, opts.MinLR = *lr, *lr/10
+		if set["min-lr"] {
+			opts.MinLR = *minLR
+		}
+		opts.Schedule, opts.Warmup, opts.Dropout = *schedule, *warmup, *dropout
+		opts.EvalEvery, opts.EvalBatches, opts.CheckpointEvery = *evalEvery, *evalBatches, *ckptEvery
+		opts.Seed = *seed
+		if err := validateFlags(opts, set); err != nil {
+			return err
+		}
+		if corpus == nil {
+			c := data.Builtin()
+			corpus = &c
+		}
+		t, err = train.New(be, opts, *corpus)
+		if err != nil {
+			return err
+		}
+		if *initFrom != "" {
+			if err := loadInitWeights(t, *initFrom); err != nil {
+				return err
+			}
+		}
+		if *out == "" {
+			*out = defaultOutName(corpus.Source, opts)
+		}
+	}
+	if dir := filepath.Dir(*out); dir != "" {
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			return fmt.Errorf("--out %s: directory %s does not exist", *out, dir)
+		}
+	}
+
+	var logw io.Writer
+	if *logJSON != "" {
+		f, err := os.OpenFile(*logJSON, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--log-json: %w", err)
+		}
+		defer f.Close()
+		logw = f
+	}
+
+	describeRun(e.stdout, t, be, *out)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p := newProgress(e, t.Opts.Steps, logw)
+	err = t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event})
+	p.finish()
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: tinygpt train --resume %s\n", t.Step(), *out, *out)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tr, val := t.LastLosses()
+	fmt.Fprintf(e.stdout, "\ndone: %d steps in %s, train loss %.4f, val loss %.4f", t.Step(), t.Elapsed.Round(100*time.Millisecond), tr, val)
+	if t.Best != nil {
+		fmt.Fprintf(e.stdout, " (best %.4f at step %d)", t.Best.Loss, t.Best.Step)
+	}
+	fmt.Fprintf(e.stdout, "\nsaved %s\n\nsample:\n%s\n", *out, safeText(t.Sample))
+	return nil
+}
+
+// validateFlags checks options against the flags that set them, so that errors name the flag.
+func validateFlags(o train.Options, set map[string]bool) error {
+	c := o.Model
+	checks := []struct {
+		flag string
+		bad  bool
+		msg  string
+	}{
+		{"layers", c.Layers < 1 || c.Layers > gpt.MaxLayers, fmt.Sprintf("must be between 1 and %d", gpt.MaxLayers)},
+		{"d-model", c.DModel < 1 || c.DModel > gpt.MaxDModel, fmt.Sprintf("must be between 1 and %d", gpt.MaxDModel)},
+		{"heads", c.Heads < 1 || c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
+		{"ctx", c.Ctx < 1 || c.Ctx > gpt.MaxCtx, fmt.Sprintf("must be between 1 and %d", gpt.MaxCtx)},
+		{"steps", o.Steps < 1, "must be at least 1"},
+		{"batch", o.Batch < 1, "must be at least 1"},
+		{"lr", !(o.LR > 0) || math.IsInf(o.LR, 0), "must be a positive number"},
+		{"min-lr", o.MinLR < 0 || o.MinLR > o.LR, "must be between 0 and --lr"},
+		{"schedule", o.Schedule != train.Constant && o.Schedule != train.Cosine, "must be constant or cosine"},
+		{"warmup", o.Warmup < 0, "must not be negative"},
+		{"dropout", !(o.Dropout >= 0 && o.Dropout < 1), "must be in [0, 1)"},
+		{"eval-every", o.EvalEvery < 0, "must not be negative"},
+		{"eval-batches", o.EvalBatches < 1, "must be at least 1"},
+		{"checkpoint-every", o.CheckpointEvery < 0, "must not be negative"},
+		{"seed", o.Seed < 0, "must not be negative"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("--%s %s", ch.flag, ch.msg)
+		}
+	}
+	return o.Validate()
+}
+
+func loadInitWeights(t *train.Trainer, path string) error {
+	f, err := format.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	fc := f.Header.Config
+	c := t.Opts.Model
+	if fc.Layers != c.Layers || fc.DModel != c.DModel || fc.Heads != c.Heads || fc.Ctx != c.Ctx || fc.DMlp != c.DMlp {
+		return fmt.Errorf("--init-from %s: its model is %dL d%d %dh ctx%d, the run's is %s; pick the same --preset or sizes",
+			path, fc.Layers, fc.DModel, fc.Heads, fc.Ctx, c)
+	}
+	return t.Model.SetWeights(f.Weights)
+}
+
+// defaultOutName derives a model file name from the corpus and the model size.
+func defaultOutName(source string, o train.Options) string {
+	base := "builtin"
+	switch source {
+	case "stdin":
+		base = "stdin"
+	case "builtin", "":
+	default:
+		base = strings.TrimSuffix(filepath.Base(source), filepath.Ext(source))
+		if base == "" || base == "." || base == "/" {
+			base = "corpus"
+		}
+	}
+	size := o.Preset
+	if size == "" {
+		size = fmt.Sprintf("%dL-d%d-ctx%d", o.Model.Layers, o.Model.DModel, o.Model.Ctx)
+	}
+	return base + "-" + size + ".tinygpt"
+}
+
+func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) {
+	o := t.Opts
+	name := o.Preset
+	if name == "" {
+		name = "custom"
+	}
+	fmt.Fprintf(w, "model:   %s (%s), %s parameters\n", name, o.Model, commas(o.Model.NumParams()))
+	fmt.Fprintf(w, "corpus:  %s, %s bytes (train %s, val %s)\n", t.Corpus.Source, commas(len(t.Corpus.Text)), commas(len(t.Split.Train)), commas(len(t.Split.Val)))
+	if t.Split.Overlap {
+		fmt.Fprintf(w, "warning: the corpus is so short that a split was widened to one window of ctx+1 bytes; validation overlaps training\n")
+	}
+	if ratio := float64(len(t.Split.Train)) / float64(o.Model.NumParams()); ratio < 1 {
+		fmt.Fprintf(w, "note:    only %.2f training bytes per parameter: expect the model to memorise rather than generalise (watch val loss)\n", ratio)
+	}
+	lr := fmt.Sprintf("lr %g %s", o.LR, o.Schedule)
+	if o.Schedule == train.Cosine {
+		lr += fmt.Sprintf(" to %g", o.MinLR)
+	}
+	if o.Warmup > 0 {
+		lr += fmt.Sprintf(", warmup %d", o.Warmup)
+	}
+	fmt.Fprintf(w, "train:   %d steps × batch %d × ctx %d, %s, dropout %g, seed %d\n", o.Steps, o.Batch, o.Model.Ctx, lr, o.Dropout, o.Seed)
+	fmt.Fprintf(w, "backend: %s\nsaving:  %s\n\n", be.Describe(), out)
+}
+
+func dtypeName(f *format.File) string {
+	if f.Header.WeightDtype == "" {
+		return "fp32"
+	}
+	return f.Header.WeightDtype
+}
+
+// progress prints training events: a redrawn line on a terminal, periodic lines otherwise,
+// and JSON lines to the log.
+type progress struct {
+	e        *env
+	steps    int
+	log      *json.Encoder
+	lastLine time.Time
+	live     bool // a live line is on screen
+	val      float64
+	best     float64
+}
+
+func newProgress(e *env, steps int, log io.Writer) *progress {
+	p := &progress{e: e, steps: steps, val: math.NaN(), best: math.NaN()}
+	if log != nil {
+		p.log = json.NewEncoder(log)
+	}
+	return p
+}
+
+func (p *progress) event(ev train.Event) {
+	if p.log != nil {
+		_ = p.log.Encode(ev)
+	}
+	w := p.e.stdout
+	switch ev.Kind {
+	case "step":
+		line := fmt.Sprintf("step %*d/%d  loss %.4f  val %s  lr %.2e  %6.1f ms/step  %s tok/s  ETA %s",
+			len(fmt.Sprint(p.steps)), ev.Step, p.steps, ev.Loss, fmtLoss(p.val), ev.LR, ev.MsPerStep,
+			commas(int(ev.TokensPerS)), fmtDuration(ev.ETA))
+		if p.e.tty {
+			if time.Since(p.lastLine) > 100*time.Millisecond || ev.Step == p.steps {
+				fmt.Fprintf(w, "\r\033[K%s", line)
+				p.lastLine, p.live = time.Now(), true
+			}
+		} else if ev.Step == 1 || time.Since(p.lastLine) > 10*time.Second {
+			fmt.Fprintln(w, line)
+			p.lastLine = time.Now()
+		}
+	case "eval":
+		p.val, p.best = ev.Val, ev.BestVal
+		p.clear()
+		fmt.Fprintf(w, "step %*d/%d  train %.4f  val %.4f  best val %.4f  elapsed %s\n",
+			len(fmt.Sprint(p.steps)), ev.Step, p.steps, ev.Loss, ev.Val, ev.BestVal, fmtDuration(ev.Elapsed))
+		p.lastLine = time.Now()
+	case "sample":
+		p.clear()
+		fmt.Fprintf(w, "--- sample at step %d ---\n%s\n---\n", ev.Step, safeText(ev.Text))
+	case "checkpoint":
+		// Saving is quiet; the final message names the file.
+	}
+}
+
+func (p *progress) clear() {
+	if p.live {
+		fmt.Fprint(p.e.stdout, "\r\033[K")
+		p.live = false
+	}
+}
+
+func (p *progress) finish() { p.clear() }
+
+func fmtLoss(v float64) string {
+	if math.IsNaN(v) {
+		return "  -   "
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
+func fmtDuration(sec float64) string {
+	if sec <= 0 || math.IsNaN(sec) || math.IsInf(sec, 0) {
+		return "-"
+	}
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// commas formats n with thousands separators.
+func commas(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + commas(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

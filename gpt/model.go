@@ -1,0 +1,387 @@
+package gpt
+
+import (
+	"fmt"
+	"math"
+
+	"tinygpt/backend"
+)
+
+// Model is a TinyGPT network on a backend: its weights and their gradients, and the activation
+// workspaces of the passes run so far. Its numbers live on the backend; the host only sees them
+// through Weights, SetWeights and the losses it reads back.
+type Model struct {
+	Config Config
+	Params []Param // in file order
+
+	be       backend.Backend
+	flatSize int
+	w, g     backend.Tensor // flat weights and gradients
+	wv, gv   tensors        // per-parameter views of w and g
+
+	train *workspace // the last training workspace (forward kept for backward)
+	evals []*workspace
+}
+
+// New allocates a model of shape c on be, with all weights zero (see SetWeights, InitWeights).
+func New(be backend.Backend, c Config) (*Model, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	ps, flat := ParamTable(c)
+	m := &Model{Config: c, Params: ps, be: be, flatSize: flat}
+	m.w = be.Alloc(flat)
+	m.g = be.Alloc(flat)
+	m.wv = views(be, m.w, ps, c.Layers)
+	m.gv = views(be, m.g, ps, c.Layers)
+	return m, nil
+}
+
+// Backend returns the backend the model lives on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// FlatSize is the number of elements of the flat parameter tensors (with alignment padding);
+// optimizer moments are tensors of this size, laid out like the weights.
+func (m *Model) FlatSize() int { return m.flatSize }
+
+// WeightsTensor and GradsTensor return the flat weight and gradient tensors, for the optimizer.
+func (m *Model) WeightsTensor() backend.Tensor { return m.w }
+
+// GradsTensor returns the flat gradient tensor.
+func (m *Model) GradsTensor() backend.Tensor { return m.g }
+
+// SetWeights loads weights given in file layout (Config.NumParams values in ParamTable order).
+func (m *Model) SetWeights(w []float32) error {
+	return m.upload(m.w, w)
+}
+
+// Weights returns the weights in file layout.
+func (m *Model) Weights() []float32 { return m.download(m.w) }
+
+// Grads returns the gradients of the last Backward in file layout.
+func (m *Model) Grads() []float32 { return m.download(m.g) }
+
+// ToFlat converts a file-layout vector to the flat (padded) layout used on the backend.
+func (m *Model) ToFlat(w []float32) ([]float32, error) {
+	if len(w) != m.Config.NumParams() {
+		return nil, fmt.Errorf("have %d values, model %s needs %d", len(w), m.Config, m.Config.NumParams())
+	}
+	flat := make([]float32, m.flatSize)
+	for _, p := range m.Params {
+		copy(flat[p.Offset:p.Offset+p.Size], w[p.FileOffset:p.FileOffset+p.Size])
+	}
+	return flat, nil
+}
+
+// FromFlat converts the flat layout back to the file layout.
+func (m *Model) FromFlat(flat []float32) []float32 {
+	w := make([]float32, m.Config.NumParams())
+	for _, p := range m.Params {
+		copy(w[p.FileOffset:p.FileOffset+p.Size], flat[p.Offset:p.Offset+p.Size])
+	}
+	return w
+}
+
+func (m *Model) upload(t backend.Tensor, w []float32) error {
+	flat, err := m.ToFlat(w)
+	if err != nil {
+		return err
+	}
+	m.be.Upload(t, flat)
+	return nil
+}
+
+func (m *Model) download(t backend.Tensor) []float32 {
+	flat := make([]float32, m.flatSize)
+	m.be.Download(flat, t, 0)
+	return m.FromFlat(flat)
+}
+
+// workspace holds the activations of one forward pass of B sequences of up to T tokens, and
+// (when built for training) the gradient scratch of its backward pass.
+type workspace struct {
+	B, T          int
+	train         bool
+	tokens        backend.Tensor // int32 [B·T]
+	targets       backend.Tensor // int32 [B·T]
+	res           []backend.Tensor
+	layers        []layerActs
+	lnf           backend.Tensor
+	lnfMean       backend.Tensor
+	lnfRstd       backend.Tensor
+	logits        backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
+	losses        backend.Tensor // [B·T]
+	lossHost      []float32
+	dres, dtmp    backend.Tensor // [B·T, C]
+	dln, datt     backend.Tensor
+	dq, dk, dv    backend.Tensor
+	dfch          backend.Tensor // [B·T, DMlp]
+	dropoutP      float32
+	dropoutSeed   uint64
+	ran           bool // a training forward has run and not yet been used by Backward
+}
+
+// layerActs are one block's saved activations.
+type layerActs struct {
+	ln1, ln1Mean, ln1Rstd backend.Tensor
+	q, k, v               backend.Tensor
+	att, attLSE           backend.Tensor // attention output (before o_proj) and log-sum-exp
+	attProj               backend.Tensor
+	res2                  backend.Tensor // x + attention branch
+	ln2, ln2Mean, ln2Rstd backend.Tensor
+	fch, fchGELU          backend.Tensor // [B·T, DMlp] before and after GELU
+	fcProj                backend.Tensor
+}
+
+func (m *Model) newWorkspace(B, T int, train bool) *workspace {
+	be, c := m.be, m.Config
+	N, C := B*T, c.DModel
+	ws := &workspace{B: B, T: T, train: train,
+		tokens: be.AllocInt(N), targets: be.AllocInt(N),
+		lnf: be.Alloc(N * C), lnfMean: be.Alloc(N), lnfRstd: be.Alloc(N),
+		logits: be.Alloc(N * Vocab), losses: be.Alloc(N), lossHost: make([]float32, N),
+	}
+	ws.res = make([]backend.Tensor, c.Layers+1)
+	for i := range ws.res {
+		ws.res[i] = be.Alloc(N * C)
+	}
+	ws.layers = make([]layerActs, c.Layers)
+	for l := range ws.layers {
+		ws.layers[l] = layerActs{
+			ln1: be.Alloc(N * C), ln1Mean: be.Alloc(N), ln1Rstd: be.Alloc(N),
+			q: be.Alloc(N * C), k: be.Alloc(N * C), v: be.Alloc(N * C),
+			att: be.Alloc(N * C), attLSE: be.Alloc(B * c.Heads * T),
+			attProj: be.Alloc(N * C), res2: be.Alloc(N * C),
+			ln2: be.Alloc(N * C), ln2Mean: be.Alloc(N), ln2Rstd: be.Alloc(N),
+			fch: be.Alloc(N * c.DMlp), fchGELU: be.Alloc(N * c.DMlp), fcProj: be.Alloc(N * C),
+		}
+	}
+	if train {
+		ws.dres, ws.dtmp = be.Alloc(N*C), be.Alloc(N*C)
+		ws.dln, ws.datt = be.Alloc(N*C), be.Alloc(N*C)
+		ws.dq, ws.dk, ws.dv = be.Alloc(N*C), be.Alloc(N*C), be.Alloc(N*C)
+		ws.dfch = be.Alloc(N * c.DMlp)
+	}
+	return ws
+}
+
+// workspaceFor returns a workspace of exactly B×T (training) or at least B×T (inference),
+// allocating one the first time a shape is seen.
+func (m *Model) workspaceFor(B, T int, train bool) *workspace {
+	if train {
+		if m.train == nil || m.train.B != B || m.train.T != T {
+			m.train = m.newWorkspace(B, T, true)
+		}
+		return m.train
+	}
+	for _, ws := range m.evals {
+		if ws.B == B && ws.T == T {
+			return ws
+		}
+	}
+	ws := m.newWorkspace(B, T, false)
+	m.evals = append(m.evals, ws)
+	return ws
+}
+
+// Batch is B sequences of T tokens and, for a loss, the T tokens that follow each position.
+type Batch struct {
+	B, T    int
+	Inputs  []int32 // [B·T]
+	Targets []int32 // [B·T]; nil for a pass without loss
+}
+
+// Forward runs the network on batch without keeping anything for a backward pass and returns
+// the mean loss over all positions (NaN if the batch has no targets).
+func (m *Model) Forward(batch Batch) (float64, error) {
+	if err := m.check(batch); err != nil {
+		return 0, err
+	}
+	ws := m.workspaceFor(batch.B, batch.T, false)
+	m.forward(ws, batch, 0, 0)
+	if batch.Targets == nil {
+		return math.NaN(), nil
+	}
+	return ws.meanLoss(m.be), nil
+}
+
+// TrainForward runs the forward pass of a training step on batch, with dropout probability p
+// drawn from seed, and returns the mean loss. The logits' gradient is computed in the same
+// pass; Backward completes the step.
+func (m *Model) TrainForward(batch Batch, p float32, seed uint64) (float64, error) {
+	if err := m.check(batch); err != nil {
+		return 0, err
+	}
+	if batch.Targets == nil {
+		return 0, fmt.Errorf("training batch has no targets")
+	}
+	ws := m.workspaceFor(batch.B, batch.T, true)
+	m.forward(ws, batch, p, seed)
+	ws.ran = true
+	return ws.meanLoss(m.be), nil
+}
+
+func (m *Model) check(b Batch) error {
+	switch {
+	case b.B < 1 || b.T < 1:
+		return fmt.Errorf("batch shape %d×%d is empty", b.B, b.T)
+	case b.T > m.Config.Ctx:
+		return fmt.Errorf("sequence length %d exceeds the model's context %d", b.T, m.Config.Ctx)
+	case len(b.Inputs) != b.B*b.T:
+		return fmt.Errorf("batch has %d inputs, want %d×%d", len(b.Inputs), b.B, b.T)
+	case b.Targets != nil && len(b.Targets) != b.B*b.T:
+		return fmt.Errorf("batch has %d targets, want %d×%d", len(b.Targets), b.B, b.T)
+	}
+	for _, t := range b.Inputs {
+		if t < 0 || t >= Vocab {
+			return fmt.Errorf("token %d out of range [0, %d)", t, Vocab)
+		}
+	}
+	for _, t := range b.Targets {
+		if t < 0 || t >= Vocab {
+			return fmt.Errorf("target %d out of range [0, %d)", t, Vocab)
+		}
+	}
+	return nil
+}
+
+func (ws *workspace) meanLoss(be backend.Backend) float64 {
+	n := ws.B * ws.T
+	be.Download(ws.lossHost[:n], ws.losses, 0)
+	var s float64
+	for _, v := range ws.lossHost[:n] {
+		s += float64(v)
+	}
+	return s / float64(n)
+}
+
+// dropout sites: each gets its own mask seed.
+const (
+	siteEmbedding = iota
+	siteAttention
+	siteMLP
+)
+
+func dropoutSeed(seed uint64, layer, site int) uint64 {
+	return Mix64(seed ^ Mix64(uint64(layer)<<8|uint64(site)+1))
+}
+
+// linear computes out = in·W + b for N rows, in [N, IC], W [IC, OC].
+func (m *Model) linear(out, in, w, b backend.Tensor, N, IC, OC int) {
+	m.be.MatMul(out, in, w, N, OC, IC, backend.NN, false)
+	m.be.AddBias(out, b, N, OC)
+}
+
+// linearBackward adds the weight and bias gradients of out = in·W + b into dw, db and writes
+// the input gradient dout·Wᵀ into din (adds, with accumulate).
+func (m *Model) linearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
+	m.be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
+	m.be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
+	m.be.BiasBackward(db, dout, N, OC)
+}
+
+// forward is the network, one block after another. With a training workspace the cross-entropy
+// also leaves the logits' gradient (scaled for the mean loss) in ws.logits.
+func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
+	be, c := m.be, m.Config
+	B, T, C, NH, F := batch.B, batch.T, c.DModel, c.Heads, c.DMlp
+	N := B * T
+	ws.dropoutP, ws.dropoutSeed = p, seed
+	be.UploadInt(ws.tokens, batch.Inputs)
+	if batch.Targets != nil {
+		be.UploadInt(ws.targets, batch.Targets)
+	}
+	w := &m.wv
+
+	// Embeddings.
+	be.Encoder(ws.res[0], ws.tokens, w.wte, w.wpe, B, T, 0, C)
+	be.Dropout(ws.res[0], ws.res[0], N*C, p, dropoutSeed(seed, 0, siteEmbedding))
+
+	for l := range c.Layers {
+		x, a, lw := ws.res[l], &ws.layers[l], &w.layers[l]
+		// Attention branch: x + o_proj(attn(LN1(x))).
+		be.LayerNorm(a.ln1, a.ln1Mean, a.ln1Rstd, x, lw.ln1G, lw.ln1B, N, C)
+		m.linear(a.q, a.ln1, lw.wq, lw.bq, N, C, C)
+		m.linear(a.k, a.ln1, lw.wk, lw.bk, N, C, C)
+		m.linear(a.v, a.ln1, lw.wv, lw.bv, N, C, C)
+		be.Attention(a.att, a.attLSE, a.q, a.k, a.v, B, T, C, NH)
+		m.linear(a.attProj, a.att, lw.wo, lw.bo, N, C, C)
+		be.Dropout(a.attProj, a.attProj, N*C, p, dropoutSeed(seed, l, siteAttention))
+		be.Add(a.res2, x, a.attProj, N*C)
+		// MLP branch: res2 + fc_out(GELU(fc_in(LN2(res2)))).
+		be.LayerNorm(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, lw.ln2G, lw.ln2B, N, C)
+		m.linear(a.fch, a.ln2, lw.fcW, lw.fcB, N, C, F)
+		be.GELU(a.fchGELU, a.fch, N*F)
+		m.linear(a.fcProj, a.fchGELU, lw.prW, lw.prB, N, F, C)
+		be.Dropout(a.fcProj, a.fcProj, N*C, p, dropoutSeed(seed, l, siteMLP))
+		be.Add(ws.res[l+1], a.res2, a.fcProj, N*C)
+	}
+
+	// Final LayerNorm and the head tied to the token embedding: logits = LN(x)·wteᵀ.
+	be.LayerNorm(ws.lnf, ws.lnfMean, ws.lnfRstd, ws.res[c.Layers], w.lnfG, w.lnfB, N, C)
+	be.MatMul(ws.logits, ws.lnf, w.wte, N, Vocab, C, backend.NT, false)
+	if batch.Targets != nil {
+		var dlogits backend.Tensor
+		if ws.train {
+			dlogits = ws.logits
+		}
+		be.CrossEntropy(ws.losses, dlogits, ws.logits, ws.targets, N, Vocab, 1/float32(N))
+	}
+}
+
+// ZeroGrads clears the gradients; Backward adds into them.
+func (m *Model) ZeroGrads() { m.be.Zero(m.g, m.flatSize) }
+
+// Backward adds the gradient of the last TrainForward's mean loss into the gradients. It runs
+// the forward pass in reverse, each layer's backward in the place of its forward.
+func (m *Model) Backward() error {
+	ws := m.train
+	if ws == nil || !ws.ran {
+		return fmt.Errorf("Backward needs a TrainForward first")
+	}
+	ws.ran = false
+	be, c := m.be, m.Config
+	B, T, C, NH, F := ws.B, ws.T, c.DModel, c.Heads, c.DMlp
+	N := B * T
+	p, seed := ws.dropoutP, ws.dropoutSeed
+	w, g := &m.wv, &m.gv
+
+	// Head and final LayerNorm. ws.logits holds dloss/dlogits.
+	be.MatMul(ws.dln, ws.logits, w.wte, N, C, Vocab, backend.NN, false)
+	be.MatMul(g.wte, ws.logits, ws.lnf, Vocab, C, N, backend.TN, true)
+	be.Zero(ws.dres, N*C)
+	be.LayerNormBackward(ws.dres, g.lnfG, g.lnfB, ws.dln, ws.res[c.Layers], w.lnfG, ws.lnfMean, ws.lnfRstd, N, C)
+
+	// dropoutGrad returns the gradient before a dropout site given the gradient after it.
+	dropoutGrad := func(d backend.Tensor, layer, site int) backend.Tensor {
+		if p == 0 {
+			return d
+		}
+		be.DropoutBackward(ws.dtmp, d, N*C, p, dropoutSeed(seed, layer, site))
+		return ws.dtmp
+	}
+
+	for l := c.Layers - 1; l >= 0; l-- {
+		x, a, lw, lg := ws.res[l], &ws.layers[l], &w.layers[l], &g.layers[l]
+		// ws.dres is the gradient of res[l+1] = res2 + mlp(res2).
+		dproj := dropoutGrad(ws.dres, l, siteMLP)
+		m.linearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, N, F, C, false)
+		be.GELUBackward(ws.dfch, a.fch, ws.dfch, N*F)
+		m.linearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, N, C, F, false)
+		be.LayerNormBackward(ws.dres, lg.ln2G, lg.ln2B, ws.dln, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C)
+
+		// ws.dres is now the gradient of res2 = x + attn(x).
+		dproj = dropoutGrad(ws.dres, l, siteAttention)
+		m.linearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, N, C, C, false)
+		be.AttentionBackward(ws.dq, ws.dk, ws.dv, ws.datt, a.q, a.k, a.v, a.att, a.attLSE, B, T, C, NH)
+		m.linearBackward(ws.dln, lg.wq, lg.bq, ws.dq, a.ln1, lw.wq, N, C, C, false)
+		m.linearBackward(ws.dln, lg.wk, lg.bk, ws.dk, a.ln1, lw.wk, N, C, C, true)
+		m.linearBackward(ws.dln, lg.wv, lg.bv, ws.dv, a.ln1, lw.wv, N, C, C, true)
+		be.LayerNormBackward(ws.dres, lg.ln1G, lg.ln1B, ws.dln, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C)
+	}
+
+	// ws.dres is the gradient of the (dropped-out) embeddings.
+	d := dropoutGrad(ws.dres, 0, siteEmbedding)
+	be.EncoderBackward(g.wte, g.wpe, d, ws.tokens, B, T, C)
+	return nil
+}

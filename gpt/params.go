@@ -1,0 +1,167 @@
+package gpt
+
+import (
+	"fmt"
+	"math"
+
+	"tinygpt/backend"
+)
+
+// Param describes one parameter tensor.
+type Param struct {
+	Name       string  // PyTorch-style name, as in the .tinygpt manifest
+	Shape      []int   // as stored: linear weights are [in, out] (y = x·W + b)
+	Size       int     // number of elements
+	Offset     int     // element offset in the model's flat parameter tensor (aligned for views)
+	FileOffset int     // element offset in the .tinygpt weights, which are packed back to back
+	Decay      bool    // AdamW applies weight decay (embeddings and weight matrices)
+	InitStd    float64 // standard deviation of the normal initialisation; 0 for constants
+	InitValue  float32 // the constant of a non-random parameter (1 for LayerNorm gains, else 0)
+}
+
+// ParamTable lists c's parameters in file order: token_embedding, position_embedding,
+// ln_final weight and bias, then per block ln1, q, k, v, o projections, ln2, fc_in, fc_out.
+// The second result is the size of the flat tensor holding them all, with each parameter's
+// offset rounded up to backend.SliceAlign.
+func ParamTable(c Config) ([]Param, int) {
+	C, L := c.DModel, c.Layers
+	std := 0.02
+	projStd := 0.02 / math.Sqrt(2*float64(L))
+	var ps []Param
+	off, fileOff := 0, 0
+	add := func(name string, shape []int, decay bool, initStd float64, initValue float32) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		ps = append(ps, Param{Name: name, Shape: shape, Size: n, Offset: off, FileOffset: fileOff,
+			Decay: decay, InitStd: initStd, InitValue: initValue})
+		off += (n + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
+		fileOff += n
+	}
+	weight := func(name string, in, out int, initStd float64) {
+		add(name+".weight", []int{in, out}, true, initStd, 0)
+		add(name+".bias", []int{out}, false, 0, 0)
+	}
+	norm := func(name string) {
+		add(name+".weight", []int{C}, false, 0, 1)
+		add(name+".bias", []int{C}, false, 0, 0)
+	}
+	add("token_embedding.weight", []int{Vocab, C}, true, std, 0)
+	add("position_embedding.weight", []int{c.Ctx, C}, true, std, 0)
+	norm("ln_final")
+	for l := 0; l < L; l++ {
+		p := fmt.Sprintf("blocks.%d.", l)
+		norm(p + "ln1")
+		weight(p+"attn.q_proj", C, C, std)
+		weight(p+"attn.k_proj", C, C, std)
+		weight(p+"attn.v_proj", C, C, std)
+		weight(p+"attn.o_proj", C, C, projStd)
+		norm(p + "ln2")
+		weight(p+"mlp.fc_in", C, c.DMlp, std)
+		weight(p+"mlp.fc_out", c.DMlp, C, projStd)
+	}
+	return ps, off
+}
+
+// tensors are views of one flat tensor (weights, gradients, or a moment) per parameter, named
+// for the forward pass.
+type tensors struct {
+	wte, wpe   backend.Tensor
+	lnfG, lnfB backend.Tensor
+	layers     []layerTensors
+}
+
+type layerTensors struct {
+	ln1G, ln1B backend.Tensor
+	wq, bq     backend.Tensor
+	wk, bk     backend.Tensor
+	wv, bv     backend.Tensor
+	wo, bo     backend.Tensor
+	ln2G, ln2B backend.Tensor
+	fcW, fcB   backend.Tensor // fc_in  [C, DMlp]
+	prW, prB   backend.Tensor // fc_out [DMlp, C]
+}
+
+// views cuts flat into per-parameter views, in ParamTable order.
+func views(be backend.Backend, flat backend.Tensor, ps []Param, layers int) tensors {
+	v := make([]backend.Tensor, len(ps))
+	for i, p := range ps {
+		v[i] = be.Slice(flat, p.Offset, p.Size)
+	}
+	t := tensors{wte: v[0], wpe: v[1], lnfG: v[2], lnfB: v[3], layers: make([]layerTensors, layers)}
+	for l := range t.layers {
+		b := v[4+16*l:]
+		t.layers[l] = layerTensors{
+			ln1G: b[0], ln1B: b[1], wq: b[2], bq: b[3], wk: b[4], bk: b[5], wv: b[6], bv: b[7],
+			wo: b[8], bo: b[9], ln2G: b[10], ln2B: b[11], fcW: b[12], fcB: b[13], prW: b[14], prB: b[15],
+		}
+	}
+	return t
+}
+
+// RNG is the random stream of initialisation: SplitMix64, with normal deviates by the
+// Box–Muller transform (both values of each pair are used). It is defined here, rather than
+// taken from math/rand, so that a seed gives the same model on every platform and Go version.
+type RNG struct {
+	state   uint64
+	spare   float64
+	hasNext bool
+}
+
+// NewRNG returns a stream seeded with seed.
+func NewRNG(seed uint64) *RNG { return &RNG{state: seed} }
+
+// Uint64 returns the next 64 random bits.
+func (r *RNG) Uint64() uint64 {
+	r.state += 0x9E3779B97F4A7C15
+	return Mix64(r.state)
+}
+
+// Float64 returns a uniform value in [0, 1).
+func (r *RNG) Float64() float64 { return float64(r.Uint64()>>11) * (1.0 / (1 << 53)) }
+
+// Normal returns a standard normal deviate.
+func (r *RNG) Normal() float64 {
+	if r.hasNext {
+		r.hasNext = false
+		return r.spare
+	}
+	u1 := 1 - r.Float64() // (0, 1]
+	u2 := r.Float64()
+	rad := math.Sqrt(-2 * math.Log(u1))
+	r.spare = rad * math.Sin(2*math.Pi*u2)
+	r.hasNext = true
+	return rad * math.Cos(2*math.Pi*u2)
+}
+
+// Mix64 is SplitMix64's output function: a fast, well-mixed hash of x.
+func Mix64(x uint64) uint64 {
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EB
+	return x ^ (x >> 31)
+}
+
+// InitWeights returns freshly initialised weights for c in file layout (packed back to back,
+// ParamTable order): N(0, 0.02) for embeddings, q, k, v and fc_in; N(0, 0.02/sqrt(2L)) for the
+// o and fc_out projections; LayerNorm gains 1; biases 0. Normal deviates are drawn from one
+// stream seeded with seed, in the order token embedding, position embedding, then per layer
+// Wq, Wk, Wv, Wo, fc_in, fc_out, each tensor in storage order.
+func InitWeights(c Config, seed uint64) []float32 {
+	ps, _ := ParamTable(c)
+	w := make([]float32, c.NumParams())
+	rng := NewRNG(seed)
+	for _, p := range ps {
+		dst := w[p.FileOffset : p.FileOffset+p.Size]
+		if p.InitStd == 0 {
+			for i := range dst {
+				dst[i] = p.InitValue
+			}
+			continue
+		}
+		for i := range dst {
+			dst[i] = float32(rng.Normal() * p.InitStd)
+		}
+	}
+	return w
+}

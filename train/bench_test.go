@@ -1,0 +1,43 @@
+package train
+
+import (
+	"testing"
+
+	"tinygpt/backend/cpu"
+	"tinygpt/gpt"
+)
+
+// BenchmarkTrainStep times one full training step (forward, backward, AdamW) per preset and
+// reports allocations, which must be zero after warm-up.
+func BenchmarkTrainStep(b *testing.B) {
+	for _, name := range []string{"tiny", "small", "medium"} {
+		p, _ := gpt.PresetByName(name)
+		b.Run(name, func(b *testing.B) {
+			be := cpu.New()
+			m, _ := gpt.New(be, p.Config)
+			m.SetWeights(gpt.InitWeights(p.Config, 1))
+			o := NewOptimizer(m)
+			n := p.Batch * p.Ctx
+			in, tg := make([]int32, n), make([]int32, n)
+			for i := range in {
+				in[i], tg[i] = int32(i*7%256), int32(i*13%256)
+			}
+			batch := gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: in, Targets: tg}
+			step := func() {
+				m.ZeroGrads()
+				if _, err := m.TrainForward(batch, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+				m.Backward()
+				o.Update(3e-4)
+			}
+			step()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				step()
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/step")
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"tinygpt/backend"
+	"tinygpt/gpt"
+)
+
+// ExactLoss is the mean loss of m over text cut into consecutive, non-overlapping windows of
+// ctx+1 bytes starting at offset 0 (each window predicts its ctx next bytes from the bytes
+// before them); bytes after the last whole window are not used. It is deterministic, so models
+// and tools can be compared on it. batch windows run at a time.
+func ExactLoss(m *gpt.Model, text []byte, batch int) (loss float64, windows int, err error) {
+	T := m.Config.Ctx
+	windows = 0
+	if len(text) >= T+1 {
+		windows = (len(text) - 1) / T
+	}
+	if windows == 0 {
+		return 0, 0, fmt.Errorf("text of %d bytes has no window of ctx+1 = %d bytes", len(text), T+1)
+	}
+	if batch < 1 {
+		batch = 1
+	}
+	inputs := make([]int32, batch*T)
+	targets := make([]int32, batch*T)
+	var sum float64
+	for w0 := 0; w0 < windows; w0 += batch {
+		B := min(batch, windows-w0)
+		for r := 0; r < B; r++ {
+			win := text[(w0+r)*T : (w0+r)*T+T+1]
+			for t := 0; t < T; t++ {
+				inputs[r*T+t] = int32(win[t])
+				targets[r*T+t] = int32(win[t+1])
+			}
+		}
+		l, err := m.Forward(gpt.Batch{B: B, T: T, Inputs: inputs[:B*T], Targets: targets[:B*T]})
+		if err != nil {
+			return 0, 0, err
+		}
+		sum += l * float64(B)
+	}
+	return sum / float64(windows), windows, nil
+}
+
+// BenchResult is the speed of training steps of one model size.
+type BenchResult struct {
+	Preset     string  `json:"preset"`
+	Backend    string  `json:"backend"`
+	Params     int     `json:"params"`
+	Batch      int     `json:"batch"`
+	Ctx        int     `json:"ctx"`
+	MsPerStep  float64 `json:"ms_per_step"`
+	MinMs      float64 `json:"min_ms"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	GFLOPs     float64 `json:"gflops"`
+	Steps      int     `json:"steps"`
+}
+
+// Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
+// tokens: warmup untimed steps, then steps timed ones. It reports the median.
+func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, error) {
+	if steps < 1 {
+		return BenchResult{}, fmt.Errorf("bench needs at least one timed step")
+	}
+	m, err := gpt.New(be, p.Config)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	if err := m.SetWeights(gpt.InitWeights(p.Config, 1)); err != nil {
+		return BenchResult{}, err
+	}
+	opt := NewOptimizer(m)
+	n := p.Batch * p.Ctx
+	rng := gpt.NewRNG(7)
+	inputs, targets := make([]int32, n), make([]int32, n)
+	times := make([]float64, 0, steps)
+	for i := 0; i < warmup+steps; i++ {
+		for j := range inputs {
+			inputs[j] = int32(rng.Uint64() % gpt.Vocab)
+			targets[j] = int32(rng.Uint64() % gpt.Vocab)
+		}
+		start := time.Now()
+		m.ZeroGrads()
+		loss, err := m.TrainForward(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0)
+		if err != nil {
+			return BenchResult{}, err
+		}
+		if err := m.Backward(); err != nil {
+			return BenchResult{}, err
+		}
+		opt.Update(3e-4)
+		if math.IsNaN(loss) {
+			return BenchResult{}, fmt.Errorf("loss is NaN")
+		}
+		if i >= warmup {
+			times = append(times, time.Since(start).Seconds()*1e3)
+		}
+	}
+	sort.Float64s(times)
+	med := times[len(times)/2]
+	if len(times)%2 == 0 {
+		med = (times[len(times)/2-1] + times[len(times)/2]) / 2
+	}
+	return BenchResult{
+		Preset: p.Name, Backend: be.Name(), Params: p.NumParams(), Batch: p.Batch, Ctx: p.Ctx,
+		MsPerStep: med, MinMs: times[0], TokensPerS: float64(n) / (med / 1e3),
+		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps,
+	}, nil
+}

@@ -1,0 +1,535 @@
+// Package train trains a TinyGPT model: the batch sampler, AdamW with clipping, learning-rate
+// schedules, validation, checkpoints that resume exactly, and progress events.
+package train
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"tinygpt/backend"
+	"tinygpt/data"
+	"tinygpt/format"
+	"tinygpt/gpt"
+)
+
+// Options are the settings of a training run. They are saved in every checkpoint, so a resumed
+// run continues with the same ones.
+type Options struct {
+	Preset          string     `json:"preset,omitempty"`
+	Model           gpt.Config `json:"-"` // saved in the header's config
+	Batch           int        `json:"-"`
+	Steps           int        `json:"-"` // total steps of the run
+	LR              float64    `json:"-"`
+	MinLR           float64    `json:"minLR"`
+	Schedule        string     `json:"schedule"`
+	Warmup          int        `json:"warmup"`
+	Dropout         float64    `json:"dropout"`
+	EvalEvery       int        `json:"-"`
+	EvalBatches     int        `json:"evalBatches"`
+	CheckpointEvery int        `json:"checkpointEvery"`
+	Seed            int64      `json:"-"`
+	Clip            float64    `json:"-"`
+	WeightDecay     float64    `json:"weightDecay"`
+}
+
+// DefaultOptions returns the options of a preset with the original's defaults: constant
+// learning rate 3e-4, clip 1.0, weight decay 0.1, no dropout, seed 42.
+func DefaultOptions(p gpt.Preset) Options {
+	return Options{
+		Preset: p.Name, Model: p.Config, Batch: p.Batch, Steps: p.Steps,
+		LR: 3e-4, MinLR: 3e-5, Schedule: Constant, EvalEvery: 100, EvalBatches: 8,
+		CheckpointEvery: 500, Seed: 42, Clip: GradClip, WeightDecay: WeightDecay,
+	}
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	if err := o.Model.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.Batch < 1:
+		return fmt.Errorf("batch must be at least 1, got %d", o.Batch)
+	case o.Steps < 1:
+		return fmt.Errorf("steps must be at least 1, got %d", o.Steps)
+	case o.Dropout < 0 || o.Dropout >= 1:
+		return fmt.Errorf("dropout must be in [0, 1), got %v", o.Dropout)
+	case o.EvalEvery < 0 || o.EvalBatches < 1:
+		return fmt.Errorf("eval-every must be ≥ 0 and eval batches ≥ 1")
+	case o.CheckpointEvery < 0:
+		return fmt.Errorf("checkpoint-every must not be negative, got %d", o.CheckpointEvery)
+	case o.Seed < 0:
+		return fmt.Errorf("seed must not be negative, got %d", o.Seed)
+	case o.Clip < 0 || o.WeightDecay < 0:
+		return fmt.Errorf("clip and weight decay must not be negative")
+	case o.Batch*o.Model.Ctx > 1<<26:
+		return fmt.Errorf("batch×ctx = %d tokens per step is too large", o.Batch*o.Model.Ctx)
+	}
+	return o.schedule().Validate()
+}
+
+func (o Options) schedule() Schedule {
+	return Schedule{Kind: o.Schedule, LR: o.LR, MinLR: o.MinLR, Warmup: o.Warmup, Steps: o.Steps}
+}
+
+// savedSettings is the "tinygpt" key of the header: the options the original's config lacks
+// and facts about the corpus.
+type savedSettings struct {
+	Options
+	Seed         uint64  `json:"seed"`
+	CorpusSource string  `json:"corpusSource"`
+	CorpusBytes  int     `json:"corpusBytes"`
+	CorpusSHA256 string  `json:"corpusSHA256"`
+	TrainSeconds float64 `json:"trainSeconds"`
+}
+
+// Trainer is a training run in progress.
+type Trainer struct {
+	Opts    Options
+	Model   *gpt.Model
+	Optim   *Optimizer
+	Corpus  data.Corpus
+	Split   data.Split
+	History []format.LossPoint
+	Best    *format.BestVal
+	Sample  string        // the last generated sample
+	Elapsed time.Duration // training time so far, over all sessions of the run
+
+	lastTrain       float64
+	lastVal         float64
+	inputs, targets []int32
+	sched           Schedule
+}
+
+// Step is the number of completed steps.
+func (t *Trainer) Step() int { return t.Optim.Step }
+
+// New starts a run from freshly initialised weights.
+func New(be backend.Backend, opts Options, corpus data.Corpus) (*Trainer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := gpt.New(be, opts.Model)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.SetWeights(gpt.InitWeights(opts.Model, uint64(opts.Seed))); err != nil {
+		return nil, err
+	}
+	return newTrainer(m, opts, corpus)
+}
+
+func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error) {
+	split, err := data.NewSplit(corpus.Text, opts.Model.Ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := NewOptimizer(m)
+	o.Clip, o.WeightDecay = float32(opts.Clip), float32(opts.WeightDecay)
+	n := opts.Batch * opts.Model.Ctx
+	return &Trainer{Opts: opts, Model: m, Optim: o, Corpus: corpus, Split: split,
+		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.schedule(),
+		lastTrain: math.NaN(), lastVal: math.NaN()}, nil
+}
+
+// ResumeOptions changes a resumed run.
+type ResumeOptions struct {
+	Steps   int          // new total step count; 0 keeps the file's
+	Corpus  *data.Corpus // nil trains on the corpus stored in the file
+	Backend string       // recorded in the header
+}
+
+// Resume continues the run saved in f. Given the same corpus, the continued run computes
+// exactly what an uninterrupted run would have (on the same machine and backend).
+func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, error) {
+	opts, saved, err := optionsFromHeader(f.Header)
+	if err != nil {
+		return nil, err
+	}
+	if ro.Steps > 0 {
+		opts.Steps = ro.Steps
+	}
+	if int(f.Step) >= opts.Steps {
+		return nil, fmt.Errorf("the model has already trained %d of its %d steps; pass a larger --steps to continue", f.Step, opts.Steps)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("settings in the file: %w", err)
+	}
+	var corpus data.Corpus
+	switch {
+	case ro.Corpus != nil:
+		corpus = *ro.Corpus
+	case f.Header.Corpus != "":
+		corpus = data.Corpus{Text: []byte(f.Header.Corpus), Source: "the corpus stored in the model file", Files: 1}
+		if saved.CorpusSource != "" {
+			corpus.Source = saved.CorpusSource
+		}
+	default:
+		return nil, fmt.Errorf("the model file does not hold its training corpus; pass --data")
+	}
+	if saved.CorpusSHA256 != "" && ro.Corpus != nil && saved.CorpusSHA256 != hashText(corpus.Text) {
+		return nil, fmt.Errorf("--data differs from the corpus this model was trained on (%s, %d bytes); "+
+			"resuming on other data would not continue the same run. Start a new run, or fine-tune with --init-from", saved.CorpusSource, saved.CorpusBytes)
+	}
+	m, err := gpt.New(be, opts.Model)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.SetWeights(f.Weights); err != nil {
+		return nil, err
+	}
+	t, err := newTrainer(m, opts, corpus)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Optim.SetMoments(f.M, f.V); err != nil {
+		return nil, err
+	}
+	t.Optim.Step = int(f.Step)
+	t.History = append(t.History, f.Header.LossHistory...)
+	if f.Header.BestVal != nil {
+		b := *f.Header.BestVal
+		t.Best = &b
+	}
+	if fl := f.Header.FinalLoss; fl != nil {
+		if fl.Train != nil {
+			t.lastTrain = *fl.Train
+		}
+		if fl.Val != nil {
+			t.lastVal = *fl.Val
+		}
+	}
+	t.Sample = f.Header.Sample
+	t.Elapsed = time.Duration(saved.TrainSeconds * float64(time.Second))
+	return t, nil
+}
+
+// optionsFromHeader recovers the run's options from a header, using the original's config
+// keys and, when present, our own "tinygpt" key; files written by the original get its
+// defaults for the rest.
+func optionsFromHeader(h format.Header) (Options, savedSettings, error) {
+	c := h.Config
+	heads := c.Heads
+	opts := Options{
+		Model: gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: heads, Ctx: c.Ctx, DMlp: c.DMlp},
+		Batch: c.BatchSize, Steps: c.MaxSteps, LR: c.LearningRate, MinLR: c.LearningRate / 10,
+		Schedule: Constant, EvalEvery: c.EvalEvery, EvalBatches: 8, CheckpointEvery: 500,
+		Seed: c.Seed, Clip: c.GradClip, WeightDecay: WeightDecay,
+	}
+	saved := savedSettings{Seed: uint64(c.Seed)}
+	if len(h.Train) > 0 {
+		saved.Options = opts
+		if err := json.Unmarshal(h.Train, &saved); err != nil {
+			return Options{}, saved, fmt.Errorf("reading the file's training settings: %w", err)
+		}
+		// Fields the header's config carries win; the rest come from our key.
+		keep := opts
+		opts = saved.Options
+		opts.Model, opts.Batch, opts.Steps, opts.LR = keep.Model, keep.Batch, keep.Steps, keep.LR
+		opts.EvalEvery, opts.Clip = keep.EvalEvery, keep.Clip
+		opts.Seed = int64(saved.Seed)
+	}
+	if opts.Batch < 1 {
+		opts.Batch = 16
+	}
+	return opts, saved, nil
+}
+
+// ErrNotFinite reports a loss or gradient that is NaN or infinite.
+var ErrNotFinite = errors.New("not finite")
+
+// StepResult is what one training step measured.
+type StepResult struct {
+	Step     int
+	Loss     float64
+	GradNorm float64
+	LR       float64
+	Duration time.Duration
+}
+
+// TrainStep runs one step: forward, backward, clip and AdamW update. A NaN or infinite loss
+// stops before the update, so the weights stay as they were; the error wraps ErrNotFinite.
+func (t *Trainer) TrainStep() (StepResult, error) {
+	start := time.Now()
+	step := t.Optim.Step + 1
+	t.Split.TrainBatch(uint64(t.Opts.Seed), step, t.Opts.Batch, t.inputs, t.targets)
+	batch := gpt.Batch{B: t.Opts.Batch, T: t.Opts.Model.Ctx, Inputs: t.inputs, Targets: t.targets}
+	dropSeed := gpt.Mix64(uint64(t.Opts.Seed)<<20 ^ uint64(step))
+	t.Model.ZeroGrads()
+	loss, err := t.Model.TrainForward(batch, float32(t.Opts.Dropout), dropSeed)
+	if err != nil {
+		return StepResult{}, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return StepResult{Step: step, Loss: loss}, fmt.Errorf("training loss is %v at step %d: %w", loss, step, ErrNotFinite)
+	}
+	if err := t.Model.Backward(); err != nil {
+		return StepResult{}, err
+	}
+	lr := t.sched.At(step)
+	t.Optim.Update(float32(lr))
+	norm := t.Optim.GradNorm()
+	d := time.Since(start)
+	t.Elapsed += d
+	t.lastTrain = loss
+	t.History = append(t.History, format.LossPoint{Step: step, Train: round4(loss)})
+	res := StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return res, fmt.Errorf("gradient norm is %v at step %d, so this step's update broke the weights: %w", norm, step, ErrNotFinite)
+	}
+	return res, nil
+}
+
+func round4(x float64) *float64 {
+	r := math.Round(x*1e4) / 1e4
+	return &r
+}
+
+// Evaluate returns the mean loss over the validation batches (the same windows every time) and
+// records it in the history and the best-validation mark.
+func (t *Trainer) Evaluate() (float64, error) {
+	loss, err := t.ValLoss()
+	if err != nil {
+		return 0, err
+	}
+	t.lastVal = loss
+	step := t.Optim.Step
+	v := loss
+	if n := len(t.History); n > 0 && t.History[n-1].Step == step {
+		t.History[n-1].Val = round4(v)
+	} else {
+		t.History = append(t.History, format.LossPoint{Step: step, Val: round4(v)})
+	}
+	if t.Best == nil || loss < t.Best.Loss {
+		t.Best = &format.BestVal{Loss: loss, Step: step}
+	}
+	return loss, nil
+}
+
+// ValLoss is the mean loss over Opts.EvalBatches validation batches, without recording it.
+func (t *Trainer) ValLoss() (float64, error) {
+	var sum float64
+	for i := 0; i < t.Opts.EvalBatches; i++ {
+		t.Split.ValBatch(uint64(t.Opts.Seed), i, t.Opts.Batch, t.inputs, t.targets)
+		l, err := t.Model.Forward(gpt.Batch{B: t.Opts.Batch, T: t.Opts.Model.Ctx, Inputs: t.inputs, Targets: t.targets})
+		if err != nil {
+			return 0, err
+		}
+		sum += l
+	}
+	return sum / float64(t.Opts.EvalBatches), nil
+}
+
+// LastLosses returns the latest training and validation losses (NaN where none yet).
+func (t *Trainer) LastLosses() (train, val float64) { return t.lastTrain, t.lastVal }
+
+// GenerateSample generates n bytes after prompt with temperature 0.8 and top-k 40, stores the
+// text as the run's sample, and returns it.
+func (t *Trainer) GenerateSample(prompt string, n int, seed uint64) (string, error) {
+	out, err := Generate(t.Model, []byte(prompt), n, gpt.Sampling{Temperature: 0.8, TopK: 40}, seed, nil)
+	if err != nil {
+		return "", err
+	}
+	t.Sample = string(out)
+	return t.Sample, nil
+}
+
+// Generate produces n bytes after prompt from m, calling emit (if not nil) with each byte as it
+// is produced.
+func Generate(m *gpt.Model, prompt []byte, n int, s gpt.Sampling, seed uint64, emit func(byte) error) ([]byte, error) {
+	g := m.NewGenerator()
+	logits, err := g.Reset(data.Tokens(prompt))
+	if err != nil {
+		return nil, err
+	}
+	sampler := gpt.NewSampler(s, seed)
+	out := make([]byte, 0, n)
+	for i := 0; i < n; i++ {
+		tok := sampler.Next(logits)
+		out = append(out, byte(tok))
+		if emit != nil {
+			if err := emit(byte(tok)); err != nil {
+				return out, err
+			}
+		}
+		if i+1 < n {
+			if logits, err = g.Push(tok); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// File returns the run's state as a .tinygpt file: weights, AdamW moments and step, and a header
+// with the original's keys plus our settings.
+func (t *Trainer) File(backendName string) *format.File {
+	c := t.Opts.Model
+	w := t.Model.Weights()
+	mom, vel := t.Optim.Moments()
+	fc := format.Config{Ctx: c.Ctx, Layers: c.Layers, Heads: c.Heads, DModel: c.DModel, DMlp: c.DMlp,
+		BatchSize: t.Opts.Batch, LearningRate: t.Opts.LR, GradClip: t.Opts.Clip, MaxSteps: t.Opts.Steps,
+		EvalEvery: t.Opts.EvalEvery, Seed: t.Opts.Seed, Backend: backendName}
+	corpus := ""
+	if utf8.Valid(t.Corpus.Text) && len(t.Corpus.Text) <= MaxStoredCorpus {
+		corpus = string(t.Corpus.Text)
+	}
+	saved := savedSettings{Options: t.Opts, Seed: uint64(t.Opts.Seed), CorpusSource: t.Corpus.Source,
+		CorpusBytes: len(t.Corpus.Text), CorpusSHA256: hashText(t.Corpus.Text), TrainSeconds: t.Elapsed.Seconds()}
+	raw, _ := json.Marshal(saved) // plain struct of numbers and strings: cannot fail
+	h := format.Header{
+		Version: 2, SavedAt: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), Config: fc, Corpus: corpus,
+		Manifest: format.Manifest(fc), IncludesOptimizerState: true, LossHistory: t.History,
+		Sample: t.Sample, Project: Project, Train: raw,
+	}
+	if h.LossHistory == nil {
+		h.LossHistory = []format.LossPoint{}
+	}
+	step := t.Optim.Step
+	if step > 0 {
+		fl := &format.FinalLoss{Step: step}
+		if !math.IsNaN(t.lastTrain) {
+			v := t.lastTrain
+			fl.Train = &v
+		}
+		if !math.IsNaN(t.lastVal) {
+			v := t.lastVal
+			fl.Val = &v
+		}
+		h.FinalLoss = fl
+	}
+	if t.Best != nil {
+		b := *t.Best
+		h.BestVal = &b
+	}
+	return &format.File{Header: h, Step: int32(step), Weights: w, M: mom, V: vel}
+}
+
+// Project is the address written in the header's "project" key.
+const Project = "https://github.com/tinygpt-go/tinygpt"
+
+// MaxStoredCorpus is the largest corpus stored inside a model file (as the original does, so
+// that the file can resume training on its own); larger corpora are identified by their hash.
+const MaxStoredCorpus = 32 << 20
+
+func hashText(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Event is a progress report of Run.
+type Event struct {
+	Kind       string        `json:"event"` // "step", "eval", "checkpoint", "sample"
+	Step       int           `json:"step"`
+	Steps      int           `json:"steps"`
+	Loss       float64       `json:"loss,omitempty"`
+	Val        float64       `json:"val,omitempty"`
+	BestVal    float64       `json:"best_val,omitempty"`
+	LR         float64       `json:"lr,omitempty"`
+	GradNorm   float64       `json:"grad_norm,omitempty"`
+	MsPerStep  float64       `json:"ms_per_step,omitempty"`
+	TokensPerS float64       `json:"tokens_per_s,omitempty"`
+	Elapsed    float64       `json:"elapsed_s"`
+	ETA        float64       `json:"eta_s,omitempty"`
+	Path       string        `json:"path,omitempty"`
+	Text       string        `json:"text,omitempty"`
+	Duration   time.Duration `json:"-"`
+}
+
+// RunOptions control Run.
+type RunOptions struct {
+	Out         string // checkpoint path; "" saves nothing
+	Backend     string // backend name recorded in checkpoints
+	SampleEvery int    // steps between live samples; 0 for none
+	OnEvent     func(Event)
+}
+
+// Run trains until the step count is reached or ctx is cancelled, evaluating every EvalEvery
+// steps and at the end, and saving a checkpoint every CheckpointEvery steps, at the end and
+// when cancelled. A NaN loss stops the run without saving, so the last checkpoint on disk is
+// the last good state; the returned error says so.
+func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
+	emit := func(e Event) {
+		if ro.OnEvent != nil {
+			e.Steps = t.Opts.Steps
+			e.Elapsed = t.Elapsed.Seconds()
+			ro.OnEvent(e)
+		}
+	}
+	lastSaved := -1
+	save := func() error {
+		if ro.Out == "" || lastSaved == t.Step() {
+			return nil
+		}
+		if err := format.WriteFile(ro.Out, t.File(ro.Backend)); err != nil {
+			return fmt.Errorf("saving checkpoint: %w", err)
+		}
+		lastSaved = t.Step()
+		emit(Event{Kind: "checkpoint", Step: t.Step(), Path: ro.Out})
+		return nil
+	}
+	tokens := float64(t.Opts.Batch * t.Opts.Model.Ctx)
+	var ema float64 // smoothed seconds per step, for the ETA
+	for t.Step() < t.Opts.Steps {
+		if ctx.Err() != nil {
+			if err := save(); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+		r, err := t.TrainStep()
+		if err != nil {
+			if errors.Is(err, ErrNotFinite) {
+				where := "no checkpoint was written"
+				if lastSaved >= 0 {
+					where = fmt.Sprintf("the last good checkpoint is %s (step %d)", ro.Out, lastSaved)
+				}
+				return fmt.Errorf("%w; stopped: %s. Try a lower --lr (now %g) or more --warmup", err, where, t.Opts.LR)
+			}
+			return err
+		}
+		sec := r.Duration.Seconds()
+		if ema == 0 {
+			ema = sec
+		} else {
+			ema = 0.9*ema + 0.1*sec
+		}
+		emit(Event{Kind: "step", Step: r.Step, Loss: r.Loss, LR: r.LR, GradNorm: r.GradNorm,
+			MsPerStep: sec * 1e3, TokensPerS: tokens / sec, ETA: ema * float64(t.Opts.Steps-r.Step), Duration: r.Duration})
+		last := t.Step() == t.Opts.Steps
+		if (t.Opts.EvalEvery > 0 && t.Step()%t.Opts.EvalEvery == 0) || last {
+			v, err := t.Evaluate()
+			if err != nil {
+				return err
+			}
+			emit(Event{Kind: "eval", Step: t.Step(), Loss: r.Loss, Val: v, BestVal: t.Best.Loss})
+		}
+		if ro.SampleEvery > 0 && t.Step()%ro.SampleEvery == 0 && !last {
+			s, err := t.GenerateSample("\n", 160, uint64(t.Step()))
+			if err != nil {
+				return err
+			}
+			emit(Event{Kind: "sample", Step: t.Step(), Text: s})
+		}
+		if last {
+			if _, err := t.GenerateSample("\n", 300, uint64(t.Opts.Seed)); err != nil {
+				return err
+			}
+			if err := save(); err != nil {
+				return err
+			}
+		} else if t.Opts.CheckpointEvery > 0 && t.Step()%t.Opts.CheckpointEvery == 0 {
+			if err := save(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
