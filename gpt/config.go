@@ -99,7 +99,7 @@ func (c Config) String() string {
 
 // Preset is a named model size with the original's default batch size and step count.
 type Preset struct {
-	Name  string
+	Name string
 	Config
 	Batch int
 	Steps int

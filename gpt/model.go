@@ -100,25 +100,25 @@ func (m *Model) download(t backend.Tensor) []float32 {
 // workspace holds the activations of one forward pass of B sequences of up to T tokens, and
 // (when built for training) the gradient scratch of its backward pass.
 type workspace struct {
-	B, T          int
-	train         bool
-	tokens        backend.Tensor // int32 [B·T]
-	targets       backend.Tensor // int32 [B·T]
-	res           []backend.Tensor
-	layers        []layerActs
-	lnf           backend.Tensor
-	lnfMean       backend.Tensor
-	lnfRstd       backend.Tensor
-	logits        backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
-	losses        backend.Tensor // [B·T]
-	lossHost      []float32
-	dres, dtmp    backend.Tensor // [B·T, C]
-	dln, datt     backend.Tensor
-	dq, dk, dv    backend.Tensor
-	dfch          backend.Tensor // [B·T, DMlp]
-	dropoutP      float32
-	dropoutSeed   uint64
-	ran           bool // a training forward has run and not yet been used by Backward
+	B, T        int
+	train       bool
+	tokens      backend.Tensor // int32 [B·T]
+	targets     backend.Tensor // int32 [B·T]
+	res         []backend.Tensor
+	layers      []layerActs
+	lnf         backend.Tensor
+	lnfMean     backend.Tensor
+	lnfRstd     backend.Tensor
+	logits      backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
+	losses      backend.Tensor // [B·T]
+	lossHost    []float32
+	dres, dtmp  backend.Tensor // [B·T, C]
+	dln, datt   backend.Tensor
+	dq, dk, dv  backend.Tensor
+	dfch        backend.Tensor // [B·T, DMlp]
+	dropoutP    float32
+	dropoutSeed uint64
+	ran         bool // a training forward has run and not yet been used by Backward
 }
 
 // layerActs are one block's saved activations.
@@ -203,6 +203,20 @@ func (m *Model) Forward(batch Batch) (float64, error) {
 		return math.NaN(), nil
 	}
 	return ws.meanLoss(m.be), nil
+}
+
+// Logits runs the network on batch (targets are ignored) and returns the logits for every
+// position, [B·T·Vocab].
+func (m *Model) Logits(batch Batch) ([]float32, error) {
+	batch.Targets = nil
+	if err := m.check(batch); err != nil {
+		return nil, err
+	}
+	ws := m.workspaceFor(batch.B, batch.T, false)
+	m.forward(ws, batch, 0, 0)
+	out := make([]float32, batch.B*batch.T*Vocab)
+	m.be.Download(out, ws.logits, 0)
+	return out, nil
 }
 
 // TrainForward runs the forward pass of a training step on batch, with dropout probability p
