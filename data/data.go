@@ -209,7 +209,7 @@ func NewSplit(text []byte, ctx int) (Split, error) {
 	return s, nil
 }
 
-// Windows says where a window of ctx+1 bytes may start in a text of n bytes: [0, n−ctx−1].
+// windowStarts is the number of places a window of ctx+1 bytes can start in a text of n bytes: 0 … n−ctx−1.
 func windowStarts(n, ctx int) int { return n - ctx }
 
 // Draw picks a window start in [0, count) for (seed, stream, row): the 64-bit hash of the three

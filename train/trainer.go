@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -331,13 +332,14 @@ func (t *Trainer) ValLoss() (float64, error) {
 func (t *Trainer) LastLosses() (train, val float64) { return t.lastTrain, t.lastVal }
 
 // GenerateSample generates n bytes after prompt with temperature 0.8 and top-k 40, stores the
-// text as the run's sample, and returns it.
+// text as the run's sample, and returns it. Bytes that are not UTF-8 become U+FFFD, since the
+// sample is saved as a JSON string.
 func (t *Trainer) GenerateSample(prompt string, n int, seed uint64) (string, error) {
 	out, err := Generate(t.Model, []byte(prompt), n, gpt.Sampling{Temperature: 0.8, TopK: 40}, seed, nil)
 	if err != nil {
 		return "", err
 	}
-	t.Sample = string(out)
+	t.Sample = strings.ToValidUTF8(string(out), "\uFFFD")
 	return t.Sample, nil
 }
 

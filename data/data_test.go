@@ -1,0 +1,154 @@
+package data
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.txt"), "hello\n")
+	write(t, filepath.Join(dir, "src", "b.go"), "package b")
+	write(t, filepath.Join(dir, "src", "c.go"), "package c\n")
+	write(t, filepath.Join(dir, "src", "img.go"), "\x00\x01\x02binary")
+	write(t, filepath.Join(dir, ".git", "x.go"), "package hidden\n")
+
+	c, err := Load(filepath.Join(dir, "a.txt"), "", nil)
+	if err != nil || string(c.Text) != "hello\n" {
+		t.Fatalf("file: %q, %v", c.Text, err)
+	}
+	c, err = Load(dir, "*.go", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Text) != "package b\npackage c\n" || c.Files != 2 {
+		t.Errorf("directory with glob: %q from %d files", c.Text, c.Files)
+	}
+	c, err = Load(dir, "", nil)
+	if err != nil || c.Files != 3 {
+		t.Errorf("whole directory: %d files, %v", c.Files, err)
+	}
+	c, err = Load("-", "", strings.NewReader("from stdin"))
+	if err != nil || string(c.Text) != "from stdin" || c.Source != "stdin" {
+		t.Errorf("stdin: %q %v", c.Text, err)
+	}
+	c, err = Load("", "", nil)
+	if err != nil || c.Source != "builtin" || len(c.Text) < 100000 {
+		t.Errorf("builtin: %d bytes, %v", len(c.Text), err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "bin.dat"), "\x7fELF\x00\x00\x00")
+	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
+	write(t, filepath.Join(dir, "only", "a.txt"), "text\n")
+	for _, c := range []struct {
+		path, glob, want string
+	}{
+		{filepath.Join(dir, "bin.dat"), "", "looks like a binary file"},
+		{filepath.Join(dir, "missing.txt"), "", "no such file"},
+		{filepath.Join(dir, "empty"), "", "has no files"},
+		{filepath.Join(dir, "only"), "*.go", `no files matching "*.go"`},
+		{filepath.Join(dir, "only"), "[", "bad --glob pattern"},
+	} {
+		_, err := Load(c.path, c.glob, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%s, %q): %v, want an error containing %q", c.path, c.glob, err, c.want)
+		}
+	}
+	if _, err := Load("-", "", strings.NewReader("a\x00b")); err == nil {
+		t.Error("binary stdin accepted")
+	}
+}
+
+func TestBinaryReason(t *testing.T) {
+	for text, binary := range map[string]bool{
+		"plain text\n":                      false,
+		"caf\u00e9 \u65e5\u672c\n\ttab\r\n": false,
+		"a\x00b":                            true,
+		strings.Repeat("\x01\x02\x03", 100): true,
+		strings.Repeat("\xff\xfe", 100):     true,
+		"":                                  false,
+	} {
+		if got := binaryReason([]byte(text)) != ""; got != binary {
+			t.Errorf("binaryReason(%q) = %v, want %v", text, got, binary)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	text := []byte(strings.Repeat("x", 4002))
+	s, err := NewSplit(text, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Train) != 3601 || len(s.Val) != 401 || s.Overlap {
+		t.Errorf("split %d/%d, want 3601/401 as the original", len(s.Train), len(s.Val))
+	}
+	if _, err := NewSplit(make([]byte, 65), 64); err == nil || !strings.Contains(err.Error(), "at least ctx+2 = 66 bytes") {
+		t.Errorf("short corpus: %v", err)
+	}
+	s, err = NewSplit(make([]byte, 66), 64)
+	if err != nil || !s.Overlap || len(s.Train) != 65 || len(s.Val) != 65 {
+		t.Errorf("minimal corpus: %d/%d overlap %v, %v", len(s.Train), len(s.Val), s.Overlap, err)
+	}
+}
+
+func TestBatchesAreDeterministicAndInRange(t *testing.T) {
+	text := make([]byte, 1000)
+	for i := range text {
+		text[i] = byte(i % 251)
+	}
+	s, _ := NewSplit(text, 16)
+	B, T := 8, 16
+	in1, tg1 := make([]int32, B*T), make([]int32, B*T)
+	in2, tg2 := make([]int32, B*T), make([]int32, B*T)
+	s.TrainBatch(42, 7, B, in1, tg1)
+	s.TrainBatch(42, 7, B, in2, tg2)
+	for i := range in1 {
+		if in1[i] != in2[i] || tg1[i] != tg2[i] {
+			t.Fatal("the same (seed, step) gave different batches")
+		}
+	}
+	for r := 0; r < B; r++ {
+		for i := 0; i < T; i++ {
+			// Targets are the inputs shifted by one, and windows lie inside the train split.
+			if i+1 < T && tg1[r*T+i] != in1[r*T+i+1] {
+				t.Fatalf("row %d: targets are not the next bytes", r)
+			}
+		}
+	}
+	s.TrainBatch(42, 8, B, in2, tg2)
+	same := true
+	for i := range in1 {
+		same = same && in1[i] == in2[i]
+	}
+	if same {
+		t.Error("consecutive steps drew the same batch")
+	}
+	// Every start in range is reachable and none outside.
+	seen := map[int]bool{}
+	for step := 0; step < 20000; step++ {
+		off := Draw(1, uint64(step), 0, 5)
+		if off < 0 || off >= 5 {
+			t.Fatalf("Draw gave %d, outside [0, 5)", off)
+		}
+		seen[off] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("Draw reached %d of 5 starts", len(seen))
+	}
+}

@@ -1,0 +1,308 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"tinygpt/backend/cpu"
+	"tinygpt/data"
+	"tinygpt/format"
+	"tinygpt/gpt"
+)
+
+func testCorpus(n int) data.Corpus {
+	var b bytes.Buffer
+	words := []string{"apple", "river", "stone", "light", "green", "small", "house", "cloud", "seven", "quiet"}
+	r := gpt.NewRNG(1)
+	for b.Len() < n {
+		b.WriteString(words[r.Uint64()%uint64(len(words))])
+		if r.Uint64()%7 == 0 {
+			b.WriteString(".\n")
+		} else {
+			b.WriteByte(' ')
+		}
+	}
+	return data.Corpus{Text: b.Bytes()[:n], Source: "test"}
+}
+
+func smallOptions() Options {
+	p, _ := gpt.PresetByName("tiny")
+	o := DefaultOptions(p)
+	o.Model = gpt.Config{Layers: 2, DModel: 32, Heads: 2, Ctx: 16, DMlp: 128}
+	o.Batch, o.Steps, o.LR = 4, 20, 3e-3
+	o.EvalEvery, o.EvalBatches = 5, 2
+	return o
+}
+
+// The overfit gate: a tiny model on a short repeated text must drive its loss from about
+// ln 256 to below 0.5, or something in the forward, backward or optimizer is broken.
+func TestOverfitGate(t *testing.T) {
+	p, _ := gpt.PresetByName("tiny")
+	o := DefaultOptions(p)
+	o.Batch, o.Steps, o.LR = 8, 150, 3e-3
+	text := strings.Repeat("the cat sat on the mat. ", 40)
+	tr, err := New(cpu.New(), o, data.Corpus{Text: []byte(text), Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last float64
+	for tr.Step() < o.Steps {
+		r, err := tr.TrainStep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Step == 1 {
+			first = r.Loss
+		}
+		last = r.Loss
+	}
+	t.Logf("loss %.4f → %.4f", first, last)
+	if math.Abs(first-math.Log(256)) > 0.1 {
+		t.Errorf("first loss %.4f, want about ln 256 = 5.545", first)
+	}
+	if !(last < 0.5) {
+		t.Errorf("after %d steps the loss is %.4f, want < 0.5", o.Steps, last)
+	}
+}
+
+// A run saved after N steps and resumed for N more computes bit-for-bit what 2N steps straight
+// compute: same batches, dropout masks, schedule and optimizer state.
+func TestResumeIsExact(t *testing.T) {
+	o := smallOptions()
+	o.Schedule, o.Warmup, o.Dropout, o.Steps = Cosine, 3, 0.1, 16
+	corpus := testCorpus(3000)
+	straight, err := New(cpu.New(), o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []float64
+	for straight.Step() < o.Steps {
+		r, err := straight.TrainStep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r.Loss)
+	}
+	wantVal, _ := straight.ValLoss()
+
+	first, _ := New(cpu.New(), o, corpus)
+	for first.Step() < o.Steps/2 {
+		if _, err := first.TrainStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "half.tinygpt")
+	if err := format.WriteFile(path, first.File("cpu")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := Resume(cpu.New(), f, ResumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Opts != first.Opts {
+		t.Fatalf("resumed options %+v, saved %+v", resumed.Opts, first.Opts)
+	}
+	if string(resumed.Corpus.Text) != string(corpus.Text) {
+		t.Fatal("the corpus stored in the file differs from the one trained on")
+	}
+	got := want[:o.Steps/2:o.Steps/2]
+	for resumed.Step() < o.Steps {
+		r, err := resumed.TrainStep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.Loss)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("step %d: resumed loss %v, straight %v", i+1, got[i], want[i])
+		}
+	}
+	if v, _ := resumed.ValLoss(); v != wantVal {
+		t.Errorf("validation loss %v after resuming, %v straight", v, wantVal)
+	}
+	a, b := straight.Model.Weights(), resumed.Model.Weights()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("weight %d: %v resumed, %v straight", i, b[i], a[i])
+		}
+	}
+	// The same data under a different name is fine; other data is refused.
+	other := testCorpus(2999)
+	if _, err := Resume(cpu.New(), f, ResumeOptions{Corpus: &other}); err == nil {
+		t.Error("resuming on a different corpus was accepted")
+	}
+	if _, err := Resume(cpu.New(), f, ResumeOptions{Steps: 8}); err == nil {
+		t.Error("resuming with fewer total steps than done was accepted")
+	}
+}
+
+// Run checkpoints, records evaluations and the best validation loss, and stops on a NaN loss
+// without overwriting the last good checkpoint.
+func TestRunCheckpointsAndStopsOnNaN(t *testing.T) {
+	o := smallOptions()
+	o.Steps, o.CheckpointEvery = 12, 4
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.tinygpt")
+	var events []Event
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = tr.Run(ctx, RunOptions{Out: path, Backend: "cpu", OnEvent: func(e Event) {
+		events = append(events, e)
+		if e.Kind == "checkpoint" && e.Step == 8 {
+			// Break the weights: the next step's loss is NaN.
+			w := tr.Model.Weights()
+			w[0] = float32(math.NaN())
+			for i := range w {
+				w[i] = float32(math.NaN())
+			}
+			tr.Model.SetWeights(w)
+		}
+	}})
+	if !errors.Is(err, ErrNotFinite) {
+		t.Fatalf("Run returned %v, want a not-finite error", err)
+	}
+	if !strings.Contains(err.Error(), "step 9") || !strings.Contains(err.Error(), "(step 8)") {
+		t.Errorf("error %q should name the bad step and the last checkpoint", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Step != 8 {
+		t.Errorf("checkpoint on disk is at step %d, want the last good one, 8", f.Step)
+	}
+	for _, w := range f.Weights {
+		if math.IsNaN(float64(w)) {
+			t.Fatal("the checkpoint on disk has NaN weights")
+		}
+	}
+	var evals, steps int
+	for _, e := range events {
+		switch e.Kind {
+		case "eval":
+			evals++
+		case "step":
+			steps++
+		}
+	}
+	if steps != 8 || evals != 1 {
+		t.Errorf("%d step and %d eval events, want 8 and 1 (at step 5)", steps, evals)
+	}
+	if len(f.Header.LossHistory) != 8 || f.Header.LossHistory[4].Val == nil || f.Header.BestVal == nil {
+		t.Errorf("history %d points, eval at 5 recorded: %v", len(f.Header.LossHistory), f.Header.LossHistory[4].Val != nil)
+	}
+}
+
+// A cancelled run saves a checkpoint that resumes; a finished run saves its sample.
+func TestRunCancelAndFinish(t *testing.T) {
+	o := smallOptions()
+	o.Steps = 6
+	tr, _ := New(cpu.New(), o, testCorpus(2000))
+	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	ctx, cancel := context.WithCancel(context.Background())
+	err := tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
+		if e.Kind == "step" && e.Step == 2 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil || f.Step != 2 {
+		t.Fatalf("after cancel: %v, step %d", err, f.Step)
+	}
+	tr2, err := Resume(cpu.New(), f, ResumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr2.Run(context.Background(), RunOptions{Out: path}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = format.ReadFile(path)
+	if f.Step != 6 || len(f.Header.Sample) < 100 || !utf8.ValidString(f.Header.Sample) || f.Header.FinalLoss == nil || f.Header.FinalLoss.Val == nil {
+		t.Errorf("finished file: step %d, sample %d bytes, final loss %+v", f.Step, len(f.Header.Sample), f.Header.FinalLoss)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	s := Schedule{Kind: Cosine, LR: 1e-3, MinLR: 1e-4, Warmup: 10, Steps: 110}
+	for _, c := range []struct {
+		step int
+		want float64
+	}{{1, 1e-4}, {5, 5e-4}, {10, 1e-3}, {60, 5.5e-4}, {110, 1e-4}, {200, 1e-4}} {
+		if got := s.At(c.step); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("cosine step %d: %g, want %g", c.step, got, c.want)
+		}
+	}
+	s.Kind = Constant
+	if s.At(50) != 1e-3 || s.At(5) != 5e-4 {
+		t.Error("constant schedule with warmup")
+	}
+	if (Schedule{Kind: "linear", LR: 1}).Validate() == nil {
+		t.Error("unknown schedule accepted")
+	}
+}
+
+func TestExactLoss(t *testing.T) {
+	o := smallOptions()
+	tr, _ := New(cpu.New(), o, testCorpus(2000))
+	text := testCorpus(16*10 + 5).Text
+	l1, n1, err := ExactLoss(tr.Model, text, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, n2, _ := ExactLoss(tr.Model, text, 16)
+	if n1 != 10 || n2 != 10 || math.Abs(l1-l2) > 1e-6 {
+		t.Errorf("batch 3: %v over %d windows; batch 16: %v over %d", l1, n1, l2, n2)
+	}
+	if _, _, err := ExactLoss(tr.Model, text[:16], 4); err == nil {
+		t.Error("a text shorter than one window was accepted")
+	}
+}
+
+func TestBench(t *testing.T) {
+	p, _ := gpt.PresetByName("tiny")
+	r, err := Bench(cpu.New(), p, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Params != 70464 || !(r.MsPerStep > 0) || !(r.GFLOPs > 0) || r.TokensPerS <= 0 {
+		t.Errorf("bench result %+v", r)
+	}
+}
+
+// After warm-up a training step allocates nothing.
+func TestTrainStepDoesNotAllocate(t *testing.T) {
+	o := smallOptions()
+	tr, _ := New(cpu.New(), o, testCorpus(2000))
+	tr.TrainStep()
+	tr.History = make([]format.LossPoint, 0, 1000)
+	allocs := testing.AllocsPerRun(5, func() {
+		m := tr.Model
+		m.ZeroGrads()
+		tr.Split.TrainBatch(1, 1, o.Batch, tr.inputs, tr.targets)
+		if _, err := m.TrainForward(gpt.Batch{B: o.Batch, T: o.Model.Ctx, Inputs: tr.inputs, Targets: tr.targets}, 0.1, 7); err != nil {
+			t.Fatal(err)
+		}
+		m.Backward()
+		tr.Optim.Update(1e-3)
+	})
+	if allocs != 0 {
+		t.Errorf("a training step made %v allocations, want 0", allocs)
+	}
+}
