@@ -115,7 +115,7 @@ func TestResumeIsExact(t *testing.T) {
 	if string(resumed.Corpus.Text) != string(corpus.Text) {
 		t.Fatal("the corpus stored in the file differs from the one trained on")
 	}
-	got := want[:o.Steps/2:o.Steps/2]
+	got := want[: o.Steps/2 : o.Steps/2]
 	for resumed.Step() < o.Steps {
 		r, err := resumed.TrainStep()
 		if err != nil {
