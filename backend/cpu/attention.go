@@ -87,7 +87,7 @@ func (t *attentionTask) row(x []float32, r, h int) []float32 {
 	return x[r*t.C+h*t.hs:][:t.hs]
 }
 
-func dot(a, b []float32) float32 {
+func dotGo(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -103,7 +103,7 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-func axpy(y []float32, a float32, x []float32) {
+func axpyGo(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	for i := range y {
 		y[i] += a * x[i]

@@ -7,3 +7,9 @@ package cpu
 func bestKernel() microKernel {
 	return goKernel
 }
+
+// dot returns Σ a[i]·b[i] over len(a) elements (b must be at least as long).
+func dot(a, b []float32) float32 { return dotGo(a, b) }
+
+// axpy adds a·x to y over len(y) elements (x must be at least as long).
+func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }

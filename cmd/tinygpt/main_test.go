@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"tinygpt/format"
+)
+
+// tinygpt runs a command line and returns its exit status and output.
+func tinygpt(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+func writeCorpus(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	for i := 0; b.Len() < 6000; i++ {
+		b.WriteString([]string{"the fox runs. ", "a dog sleeps. ", "birds sing at dawn.\n"}[i%3])
+	}
+	path := filepath.Join(dir, "corpus.txt")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The whole user journey on a small custom model: train, inspect, sample, eval, convert,
+// resume, and log JSON.
+func TestTrainSampleInspectConvertResume(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	model := filepath.Join(dir, "m.tinygpt")
+	log := filepath.Join(dir, "log.jsonl")
+	size := []string{"--layers", "1", "--d-model", "32", "--ctx", "16", "--batch", "4"}
+
+	code, out, errOut := tinygpt(t, "", append([]string{"train", "--data", corpus, "--steps", "10", "--eval-every", "5",
+		"--out", model, "--log-json", log, "--lr", "1e-3"}, size...)...)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"model:   custom (1L d32 1h ctx16 mlp128)", "step 10/10", "done: 10 steps", "sample:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("train output lacks %q:\n%s", want, out)
+		}
+	}
+	logText, _ := os.ReadFile(log)
+	lines := strings.Split(strings.TrimSpace(string(logText)), "\n")
+	var steps, evals int
+	for _, l := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		switch ev["event"] {
+		case "step":
+			steps++
+		case "eval":
+			evals++
+		}
+	}
+	if steps != 10 || evals != 2 {
+		t.Errorf("log has %d steps and %d evals, want 10 and 2", steps, evals)
+	}
+
+	code, out, _ = tinygpt(t, "", "inspect", model)
+	if code != 0 || !strings.Contains(out, "step 10 of 10") || !strings.Contains(out, "resumable") {
+		t.Errorf("inspect: exit %d\n%s", code, out)
+	}
+	code, out, _ = tinygpt(t, "", "inspect", "--json", model)
+	if code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("inspect --json: exit %d\n%s", code, out)
+	}
+
+	code, out, errOut = tinygpt(t, "", "sample", "--model", model, "--prompt", "the ", "--tokens", "40", "--seed", "1")
+	if code != 0 || !strings.HasPrefix(out, "the ") || !strings.Contains(errOut, "tokens/s") || !utf8.ValidString(out) {
+		t.Errorf("sample: exit %d\n%q\n%s", code, out, errOut)
+	}
+	_, again, _ := tinygpt(t, "", "sample", "--model", model, "--prompt", "the ", "--tokens", "40", "--seed", "1")
+	if again != out {
+		t.Error("the same seed sampled different text")
+	}
+
+	code, out, _ = tinygpt(t, "", "eval", "--model", model)
+	if code != 0 || !strings.Contains(out, "bits/byte") {
+		t.Errorf("eval: exit %d\n%s", code, out)
+	}
+
+	for _, to := range []string{"fp16", "int4", "fp32"} {
+		conv := filepath.Join(dir, "m."+to+".tinygpt")
+		code, out, errOut = tinygpt(t, "", "convert", "--to", to, model, conv)
+		if code != 0 {
+			t.Fatalf("convert --to %s: exit %d\n%s%s", to, code, out, errOut)
+		}
+		code, out, errOut = tinygpt(t, "", "sample", "--model", conv, "--tokens", "20", "--temperature", "0")
+		if code != 0 {
+			t.Errorf("sample from %s: exit %d %s", to, code, errOut)
+		}
+	}
+	code, _, errOut = tinygpt(t, "", "train", "--resume", filepath.Join(dir, "m.fp16.tinygpt"))
+	if code != 1 || !strings.Contains(errOut, "weights only") {
+		t.Errorf("resuming an fp16 file: exit %d, %s", code, errOut)
+	}
+
+	code, out, errOut = tinygpt(t, "", "train", "--resume", model, "--steps", "14")
+	if code != 0 || !strings.Contains(out, "resuming") || !strings.Contains(out, "done: 14 steps") {
+		t.Fatalf("resume: exit %d\n%s%s", code, out, errOut)
+	}
+	f, err := format.ReadFile(model)
+	if err != nil || f.Step != 14 {
+		t.Fatalf("after resume: step %d, %v", f.Step, err)
+	}
+	code, _, errOut = tinygpt(t, "", "train", "--resume", model, "--lr", "1")
+	if code != 1 || !strings.Contains(errOut, "--lr cannot be changed") {
+		t.Errorf("resume with --lr: exit %d, %s", code, errOut)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.txt")
+	os.WriteFile(short, []byte("tiny text"), 0o644)
+	garbage := filepath.Join(dir, "garbage.tinygpt")
+	os.WriteFile(garbage, []byte("TGPT\x02\x00\x00\x00\xff\xff\xff\xffxx"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"train", "--stpes", "5"}, 2, "flag provided but not defined: -stpes"},
+		{[]string{"train", "--steps", "abc"}, 2, `invalid value "abc" for flag -steps`},
+		{[]string{"train", "--steps", "0"}, 1, "--steps must be at least 1"},
+		{[]string{"train", "--heads", "5", "--d-model", "48"}, 1, "--heads must divide --d-model 48"},
+		{[]string{"train", "--dropout", "1.5"}, 1, "--dropout must be in [0, 1)"},
+		{[]string{"train", "--schedule", "linear"}, 1, "--schedule must be constant or cosine"},
+		{[]string{"train", "--preset", "gigantic"}, 1, `unknown preset "gigantic"`},
+		{[]string{"train", "--backend", "tpu"}, 1, `unknown backend`},
+		{[]string{"train", "--backend", "webgpu"}, 1, `no WebGPU backend`},
+		{[]string{"train", "--data", short}, 1, "too short for context 64"},
+		{[]string{"train", "--data", filepath.Join(dir, "nope.txt")}, 1, "no such file"},
+		{[]string{"train", "--data", dir, "--glob", "*.go"}, 1, `no files matching "*.go"`},
+		{[]string{"train", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"sample"}, 1, "--model is required"},
+		{[]string{"sample", "--model", garbage}, 1, "exceeds file size"},
+		{[]string{"sample", "--model", filepath.Join(dir, "nope.tinygpt")}, 1, "no such file"},
+		{[]string{"sample", "--model", short}, 1, "not a .tinygpt file"},
+		{[]string{"sample", "--model", garbage, "--top-p", "2"}, 1, "--top-p must be in (0, 1]"},
+		{[]string{"inspect"}, 2, "Usage: tinygpt inspect"},
+		{[]string{"convert", "--to", "fp8", short, short + "2"}, 1, "not a .tinygpt file"},
+		{[]string{"bench", "--presets", "nope"}, 1, `unknown preset "nope"`},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+	} {
+		code, out, errOut := tinygpt(t, "", c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("tinygpt %s: exit %d, output %q; want exit %d and %q", strings.Join(c.args, " "), code, out+errOut, c.code, c.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
+		code, out, errOut := tinygpt(t, "", args...)
+		if code != 0 || !strings.Contains(out+errOut, "tinygpt") {
+			t.Errorf("tinygpt %v: exit %d, %q", args, code, out+errOut)
+		}
+	}
+	_, out, errOut := tinygpt(t, "", "train", "-h")
+	for _, flag := range []string{"-preset", "-data", "-resume", "-log-json", "-schedule", "(default 0.0003)"} {
+		if !strings.Contains(out+errOut, flag) {
+			t.Errorf("train -h lacks %q", flag)
+		}
+	}
+}
+
+func TestStdinCorpusAndDefaultName(t *testing.T) {
+	dir := t.TempDir()
+	old, _ := os.Getwd()
+	os.Chdir(dir)
+	defer os.Chdir(old)
+	text := strings.Repeat("hello there, general reader. ", 40)
+	code, out, errOut := tinygpt(t, text, "train", "--data", "-", "--layers", "1", "--d-model", "16", "--ctx", "8", "--steps", "3", "--batch", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stdin-1L-d16-ctx8.tinygpt")); err != nil {
+		t.Errorf("default output name: %v\n%s", err, out)
+	}
+}
+
+func TestSafeWriter(t *testing.T) {
+	var b bytes.Buffer
+	w := newSafeWriter(&b)
+	for _, c := range []byte("ok \xe2\x82\xac \x1b[2J \xff\n\t\xe2\x82") {
+		w.WriteByte(c)
+	}
+	w.Flush()
+	want := "ok \u20ac \\x1b[2J \ufffd\n\t\ufffd\ufffd"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
