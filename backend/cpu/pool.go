@@ -16,17 +16,25 @@ type task interface {
 // pool is a fixed set of goroutines that run parallel loops. The goroutine calling Run takes
 // part as worker 0. Chunks are handed out dynamically, but which chunk computes which element is
 // fixed, so results never depend on scheduling.
+//
+// A loop waits for its chunks, not for its helpers: a helper that wakes late (its thread
+// descheduled because the machine is busy) finds no chunk left and goes back to sleep, and the
+// caller has long moved on. Chunks are claimed by compare-and-swap on a word that holds the
+// loop's generation and the next chunk index, so a late helper can never claim a chunk of a
+// later loop with the state of an earlier one.
 type pool struct {
 	mu      sync.Mutex // one parallel loop at a time
 	workers int
 	wake    []chan struct{}
-	done    sync.WaitGroup
 
-	// The loop in flight.
-	t     task
-	n     int
-	chunk int
-	next  atomic.Int64
+	// The loop in flight. t, n and chunk are written before the generation is published in
+	// claim, and not changed until every chunk of that generation has completed.
+	t         task
+	n, chunk  int
+	nchunks   atomic.Uint32
+	claim     atomic.Uint64 // generation<<32 | next chunk index
+	completed atomic.Uint32
+	done      chan struct{} // receives one value when the last chunk of a loop completes
 }
 
 var (
@@ -44,7 +52,7 @@ func newPool(workers int) *pool {
 	if workers < 1 {
 		workers = 1
 	}
-	p := &pool{workers: workers, wake: make([]chan struct{}, workers)}
+	p := &pool{workers: workers, wake: make([]chan struct{}, workers), done: make(chan struct{}, 1)}
 	for w := 1; w < workers; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.loop(w)
@@ -55,17 +63,26 @@ func newPool(workers int) *pool {
 func (p *pool) loop(w int) {
 	for range p.wake[w] {
 		p.drain(w)
-		p.done.Done()
 	}
 }
 
+// drain claims and runs chunks of the current loop until none is left.
 func (p *pool) drain(w int) {
 	for {
-		lo := int(p.next.Add(int64(p.chunk))) - p.chunk
-		if lo >= p.n {
+		v := p.claim.Load()
+		if uint32(v) >= p.nchunks.Load() {
 			return
 		}
+		// Success proves v is still the current loop's word, so the fields below are its.
+		if !p.claim.CompareAndSwap(v, v+1) {
+			continue
+		}
+		idx := uint32(v)
+		lo := int(idx) * p.chunk
 		p.t.run(w, lo, min(lo+p.chunk, p.n))
+		if p.completed.Add(1) == p.nchunks.Load() {
+			p.done <- struct{}{}
+		}
 	}
 }
 
@@ -87,13 +104,18 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	p.mu.Lock()
 	p.t, p.n, p.chunk = t, n, chunk
-	p.next.Store(0)
-	p.done.Add(helpers)
+	p.nchunks.Store(uint32(nchunks))
+	p.completed.Store(0)
+	gen := p.claim.Load()>>32 + 1
+	p.claim.Store(gen << 32) // publishes the loop
 	for w := 1; w <= helpers; w++ {
-		p.wake[w] <- struct{}{}
+		select {
+		case p.wake[w] <- struct{}{}:
+		default: // already has a wake-up pending; it will see this loop
+		}
 	}
 	p.drain(0)
-	p.done.Wait()
+	<-p.done
 	p.t = nil
 	p.mu.Unlock()
 }
