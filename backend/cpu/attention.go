@@ -128,7 +128,7 @@ func (t *attentionTask) forward(b, h int, s []float32) {
 		mx := t.scoresFor(s, base+i, base, i+1, h)
 		var sum float32
 		for j := 0; j <= i; j++ {
-			s[j] = float32(math.Exp(float64(s[j] - mx)))
+			s[j] = exp32(s[j] - mx)
 			sum += s[j]
 		}
 		o := t.row(t.out, base+i, h)
@@ -158,7 +158,7 @@ func (t *attentionTask) backward(b, h int, s []float32) {
 		dqi := t.row(t.dq, base+i, h)
 		qi := t.row(t.q, base+i, h)
 		for j := 0; j <= i; j++ {
-			p := float32(math.Exp(float64(s[j] - lse)))
+			p := exp32(s[j] - lse)
 			s[j] = p
 			dp[j] = dot(do, t.row(t.v, base+j, h))
 		}
@@ -181,7 +181,7 @@ func (t *attentionTask) decode(h int, s []float32) {
 	}
 	var sum float32
 	for j := 0; j < n; j++ {
-		s[j] = float32(math.Exp(float64(s[j] - mx)))
+		s[j] = exp32(s[j] - mx)
 		sum += s[j]
 	}
 	o := t.out[h*t.hs:][:t.hs]

@@ -290,33 +290,58 @@ func (t *elemTask) run(_, lo, hi int) {
 
 // GELU is x·Φ(x) with the exact normal CDF Φ(x) = (1 + erf(x/√2))/2.
 func GELU(x float32) float32 {
-	return 0.5 * x * (1 + erf32(x*math.Sqrt2/2))
+	cdf, _ := geluParts(x)
+	return float32(float64(x) * cdf)
 }
 
 // GELUGrad is the derivative of GELU: Φ(x) + x·φ(x).
 func GELUGrad(x float32) float32 {
-	cdf := 0.5 * (1 + erf32(x*math.Sqrt2/2))
-	pdf := float32(math.Exp(float64(-0.5*x*x))) * (1 / float32(math.Sqrt2*math.SqrtPi))
-	return cdf + x*pdf
+	cdf, pdf := geluParts(x)
+	return float32(cdf + float64(x)*pdf)
 }
 
-// erf32 is the error function to float32 accuracy (|error| < 2e-7), computed in float64 by
-// Abramowitz & Stegun 7.1.26 for |x| ≥ 0.5 and by its Maclaurin series below.
-func erf32(x float32) float32 {
-	z := float64(x)
+// geluParts returns Φ(x) and φ(x), the normal CDF and density, to float32 accuracy. They share
+// one exponential, exp(−x²/2): erf(z) for z = x/√2 is computed by its Maclaurin series for
+// |z| < 0.5 and by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), which needs exp(−z²), above.
+func geluParts(x float32) (cdf, pdf float64) {
+	z := float64(x) * (1 / math.Sqrt2)
 	a := math.Abs(z)
-	if a < 0.5 {
+	e := float64(exp32(float32(-a * a)))
+	pdf = e * (1 / (math.Sqrt2 * math.SqrtPi))
+	var erf float64
+	switch {
+	case a < 0.5:
 		// erf(z) = 2/√π · Σ (−1)^n z^(2n+1) / (n!(2n+1)); 7 terms reach 1e-10 at |z| = 0.5.
 		z2 := z * z
-		s := z * (1 - z2*(1.0/3-z2*(1.0/10-z2*(1.0/42-z2*(1.0/216-z2*(1.0/1320-z2*(1.0/9360)))))))
-		return float32(s * (2 / math.SqrtPi))
+		erf = z * (1 - z2*(1.0/3-z2*(1.0/10-z2*(1.0/42-z2*(1.0/216-z2*(1.0/1320-z2*(1.0/9360))))))) * (2 / math.SqrtPi)
+	case a > 6:
+		erf = math.Copysign(1, z)
+	default:
+		t := 1 / (1 + 0.3275911*a)
+		y := 1 - t*(0.254829592+t*(-0.284496736+t*(1.421413741+t*(-1.453152027+t*1.061405429))))*e
+		erf = math.Copysign(y, z)
 	}
-	if a > 6 {
-		return float32(math.Copysign(1, z))
+	return 0.5 * (1 + erf), pdf
+}
+
+// exp32 is e^x to float32 accuracy (relative error below 1e-7), several times faster than
+// math.Exp: x·log2(e) = n + f with n an integer and |f| ≤ 1/2, so e^x = 2^n · e^(f·ln 2), the
+// second factor by its Taylor series to degree 7 (error < 6e-9), the first by building the
+// float64 exponent bits directly.
+func exp32(x float32) float32 {
+	switch {
+	case x < -104: // below the smallest float32 subnormal
+		return 0
+	case x > 88.8: // above the largest float32
+		return float32(math.Inf(1))
+	case x != x:
+		return x
 	}
-	t := 1 / (1 + 0.3275911*a)
-	y := 1 - t*(0.254829592+t*(-0.284496736+t*(1.421413741+t*(-1.453152027+t*1.061405429))))*math.Exp(-a*a)
-	return float32(math.Copysign(y, z))
+	y := float64(x) * math.Log2E
+	n := int64(y+1024.5) - 1024 // round to nearest; y > −1024 here
+	g := (y - float64(n)) * math.Ln2
+	p := 1 + g*(1+g*(1.0/2+g*(1.0/6+g*(1.0/24+g*(1.0/120+g*(1.0/720+g*(1.0/5040)))))))
+	return float32(p * math.Float64frombits(uint64(n+1023)<<52))
 }
 
 // DropoutKeep reports whether element i survives dropout with probability p under seed. It is a
@@ -356,21 +381,28 @@ func (t *crossEntropyTask) run(_, lo, hi int) {
 		for _, v := range x {
 			mx = max(mx, v)
 		}
-		var sum float64
-		for _, v := range x {
-			sum += math.Exp(float64(v - mx))
-		}
-		lse := float64(mx) + math.Log(sum)
 		tgt := int(t.targets[r])
-		t.losses[r] = float32(lse - float64(x[tgt]))
+		xt := x[tgt] // read before an in-place gradient overwrites it
+		var sum float64
 		if t.dlogits == nil {
-			continue
+			for _, v := range x {
+				sum += float64(exp32(v - mx))
+			}
+		} else {
+			// Keep the exponentials in the gradient row, then scale them by 1/sum.
+			d := t.dlogits[r*V : r*V+V]
+			for i, v := range x {
+				e := exp32(v - mx)
+				d[i] = e
+				sum += float64(e)
+			}
+			k := float32(float64(t.scale) / sum)
+			for i := range d {
+				d[i] *= k
+			}
+			d[tgt] -= t.scale
 		}
-		d := t.dlogits[r*V : r*V+V]
-		for i, v := range x {
-			d[i] = float32(math.Exp(float64(v)-lse)) * t.scale
-		}
-		d[tgt] -= t.scale
+		t.losses[r] = float32(float64(mx) + math.Log(sum) - float64(xt))
 	}
 }
 

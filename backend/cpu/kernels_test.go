@@ -549,3 +549,24 @@ func TestSumSquaresAndAdamW(t *testing.T) {
 		assertClose(t, name+" p", download(be, pt), wp, 1e-6)
 	}
 }
+
+func TestExp32(t *testing.T) {
+	worst := 0.0
+	for x := -103.0; x < 88.7; x += 0.001237 {
+		want := math.Exp(float64(float32(x)))
+		got := float64(exp32(float32(x)))
+		if want < 1e-37 { // float32 subnormals hold fewer digits
+			if math.Abs(got-want) > 1e-44 {
+				t.Fatalf("exp32(%v) = %v, want %v", float32(x), got, want)
+			}
+			continue
+		}
+		worst = math.Max(worst, math.Abs(got-want)/want)
+	}
+	if worst > 2e-7 {
+		t.Errorf("exp32 relative error %.3g, want < 2e-7", worst)
+	}
+	if exp32(-200) != 0 || !math.IsInf(float64(exp32(100)), 1) || exp32(0) != 1 {
+		t.Error("exp32 edge cases")
+	}
+}
