@@ -570,3 +570,37 @@ func TestExp32(t *testing.T) {
 		t.Error("exp32 edge cases")
 	}
 }
+
+// Many short loops on many workers, from several backends at once: the pool must neither lose
+// nor repeat a chunk, nor hang, however its helpers are scheduled.
+func TestPoolStress(t *testing.T) {
+	p := newPool(16)
+	var wg = make(chan struct{})
+	for g := 0; g < 3; g++ {
+		go func() {
+			defer func() { wg <- struct{}{} }()
+			for i := 0; i < 3000; i++ {
+				n := 1 + i%97
+				c := &countTask{hits: make([]int32, n)}
+				p.Run(c, n, 1+i%3, 1<<20)
+				for j, h := range c.hits {
+					if h != 1 {
+						t.Errorf("loop %d: element %d ran %d times", i, j, h)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for g := 0; g < 3; g++ {
+		<-wg
+	}
+}
+
+type countTask struct{ hits []int32 }
+
+func (c *countTask) run(_, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		c.hits[i]++
+	}
+}

@@ -21,21 +21,24 @@ type task interface {
 // descheduled because the machine is busy) finds no chunk left and goes back to sleep, and the
 // caller has long moved on. Chunks are claimed by compare-and-swap on a word that holds the
 // loop's generation and the next chunk index, so a late helper can never claim a chunk of a
-// later loop with the state of an earlier one.
+// later loop with the state of an earlier one: the word also holds the loop's chunk count, so
+// that checking for a chunk and claiming it is one atomic step.
 type pool struct {
 	mu      sync.Mutex // one parallel loop at a time
 	workers int
 	wake    []chan struct{}
 
-	// The loop in flight. t, n and chunk are written before the generation is published in
-	// claim, and not changed until every chunk of that generation has completed.
+	// The loop in flight. t, n and chunk are written before the loop is published in claim,
+	// and not changed until every chunk of it has completed.
 	t         task
 	n, chunk  int
-	nchunks   atomic.Uint32
-	claim     atomic.Uint64 // generation<<32 | next chunk index
-	completed atomic.Uint32
+	claim     atomic.Uint64 // generation<<40 | chunk count<<20 | next chunk index
+	completed atomic.Uint64
 	done      chan struct{} // receives one value when the last chunk of a loop completes
 }
+
+// chunkMask bounds a loop's chunk count and index, 20 bits each in the claim word.
+const chunkMask = 1<<20 - 1
 
 var (
 	sharedPoolOnce sync.Once
@@ -70,17 +73,17 @@ func (p *pool) loop(w int) {
 func (p *pool) drain(w int) {
 	for {
 		v := p.claim.Load()
-		if uint32(v) >= p.nchunks.Load() {
+		idx, nchunks := v&chunkMask, v>>20&chunkMask
+		if idx >= nchunks {
 			return
 		}
 		// Success proves v is still the current loop's word, so the fields below are its.
 		if !p.claim.CompareAndSwap(v, v+1) {
 			continue
 		}
-		idx := uint32(v)
 		lo := int(idx) * p.chunk
 		p.t.run(w, lo, min(lo+p.chunk, p.n))
-		if p.completed.Add(1) == p.nchunks.Load() {
+		if p.completed.Add(1) == nchunks {
 			p.done <- struct{}{}
 		}
 	}
@@ -95,6 +98,9 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	if chunk < 1 {
 		chunk = 1
 	}
+	if (n+chunk-1)/chunk > chunkMask {
+		chunk = (n + chunkMask - 1) / chunkMask
+	}
 	nchunks := (n + chunk - 1) / chunk
 	helpers := min(p.workers, nchunks) - 1
 	const serialWork = 1 << 15 // below ~30k flops a wake-up costs more than it saves
@@ -104,10 +110,9 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	p.mu.Lock()
 	p.t, p.n, p.chunk = t, n, chunk
-	p.nchunks.Store(uint32(nchunks))
 	p.completed.Store(0)
-	gen := p.claim.Load()>>32 + 1
-	p.claim.Store(gen << 32) // publishes the loop
+	gen := p.claim.Load()>>40 + 1
+	p.claim.Store(gen<<40 | uint64(nchunks)<<20) // publishes the loop
 	for w := 1; w <= helpers; w++ {
 		select {
 		case p.wake[w] <- struct{}{}:
