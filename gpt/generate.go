@@ -2,8 +2,9 @@ package gpt
 
 import (
 	"fmt"
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 
 	"tinygpt/backend"
 )
@@ -160,7 +161,7 @@ func (s *Sampler) Next(logits []float32) int32 {
 		s.idx[i] = i
 	}
 	// Stable sort by descending logit, ties by token, so the candidate set is well defined.
-	sort.SliceStable(s.idx, func(a, b int) bool { return logits[s.idx[a]] > logits[s.idx[b]] })
+	slices.SortStableFunc(s.idx, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
 	k := len(s.idx)
 	if s.TopK > 0 && s.TopK < k {
 		k = s.TopK
