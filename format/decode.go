@@ -111,6 +111,9 @@ func Decode(data []byte) (*File, error) {
 	// len(data) and fits in an int.
 	p := ParamCount(c)
 	f.Step = int32(binary.LittleEndian.Uint32(state))
+	if f.Step < 0 {
+		return nil, formatErr("step is %d; a step count cannot be negative", f.Step)
+	}
 	body := state[4:]
 	sizes := tensorSizes(c)
 	switch dtype {

@@ -1,8 +1,8 @@
 package gpt
 
 import (
-	"fmt"
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -30,13 +30,14 @@ type Generator struct {
 	logitsT                 backend.Tensor
 }
 
-// NewGenerator returns a generator over m's current weights. Weight updates made later (by
+// NewGenerator returns a generator over m's current weights, with its own cache, so several
+// generators and other passes can use one model in turn. Weight updates made later (by
 // training) are seen by the next pass.
 func (m *Model) NewGenerator() *Generator {
 	be, c := m.be, m.Config
 	C := c.DModel
 	return &Generator{
-		m: m, ws: m.workspaceFor(1, c.Ctx, false), logits: make([]float32, Vocab),
+		m: m, ws: m.newWorkspace(1, c.Ctx, false), logits: make([]float32, Vocab),
 		tok: be.AllocInt(1), x: be.Alloc(C), ln: be.Alloc(C), q: be.Alloc(C), k: be.Alloc(C),
 		v: be.Alloc(C), att: be.Alloc(C), proj: be.Alloc(C), fch: be.Alloc(c.DMlp),
 		lnMean: be.Alloc(1), lnRs: be.Alloc(1), logitsT: be.Alloc(Vocab),

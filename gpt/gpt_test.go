@@ -181,6 +181,22 @@ func TestSampler(t *testing.T) {
 	}
 }
 
+// Generators have their own caches: interleaving two of them, and other passes, changes nothing.
+func TestGeneratorsAreIndependent(t *testing.T) {
+	m := trainedTinyModel(t)
+	g1, g2 := m.NewGenerator(), m.NewGenerator()
+	g1.Reset([]int32("ab"))
+	g2.Reset([]int32("xyz"))
+	m.Forward(gpt.Batch{B: 1, T: m.Config.Ctx, Inputs: make([]int32, m.Config.Ctx)})
+	got, _ := g1.Push('c')
+	want := m.NextLogitsUncached([]int32("abc"))
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > 1e-4 {
+			t.Fatalf("logit %d: %v after another generator and a pass ran, want %v", i, got[i], want[i])
+		}
+	}
+}
+
 func TestGeneratorRejectsBadTokens(t *testing.T) {
 	m := trainedTinyModel(t)
 	g := m.NewGenerator()

@@ -23,9 +23,7 @@ func ExactLoss(m *gpt.Model, text []byte, batch int) (loss float64, windows int,
 	if windows == 0 {
 		return 0, 0, fmt.Errorf("text of %d bytes has no window of ctx+1 = %d bytes", len(text), T+1)
 	}
-	if batch < 1 {
-		batch = 1
-	}
+	batch = max(1, min(batch, windows))
 	inputs := make([]int32, batch*T)
 	targets := make([]int32, batch*T)
 	var sum float64
@@ -67,6 +65,9 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	if steps < 1 {
 		return BenchResult{}, fmt.Errorf("bench needs at least one timed step")
 	}
+	if err := gpt.CheckMemory(gpt.MemoryEstimate(p.Config, p.Batch, p.Ctx, true), "preset "+p.Name); err != nil {
+		return BenchResult{}, err
+	}
 	m, err := gpt.New(be, p.Config)
 	if err != nil {
 		return BenchResult{}, err
@@ -78,7 +79,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	n := p.Batch * p.Ctx
 	rng := gpt.NewRNG(7)
 	inputs, targets := make([]int32, n), make([]int32, n)
-	times := make([]float64, 0, steps)
+	var times []float64
 	for i := 0; i < warmup+steps; i++ {
 		for j := range inputs {
 			inputs[j] = int32(rng.Uint64() % gpt.Vocab)

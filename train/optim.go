@@ -80,8 +80,19 @@ func (o *Optimizer) Moments() (m, v []float32) {
 // Update applies one AdamW step with learning rate lr to the model's weights from its
 // gradients. The global gradient norm is computed and used on the backend; GradNorm reads it.
 func (o *Optimizer) Update(lr float32) {
+	o.ComputeNorm()
+	o.Apply(lr)
+}
+
+// ComputeNorm computes the global gradient norm on the backend, for Apply (and GradNorm).
+func (o *Optimizer) ComputeNorm() {
 	o.be.Zero(o.sumsq, 1)
 	o.be.SumSquares(o.sumsq, o.m.GradsTensor(), o.m.FlatSize())
+}
+
+// Apply applies one AdamW step with learning rate lr, clipping with the norm of the last
+// ComputeNorm.
+func (o *Optimizer) Apply(lr float32) {
 	o.Step++
 	h := backend.AdamParams{LR: lr, Beta1: Beta1, Beta2: Beta2, Eps: Eps, Clip: o.Clip, Step: o.Step}
 	for i, p := range o.m.Params {
@@ -93,8 +104,8 @@ func (o *Optimizer) Update(lr float32) {
 	}
 }
 
-// GradNorm returns the global gradient norm (before clipping) of the last Update. It reads the
-// value back from the backend.
+// GradNorm returns the global gradient norm (before clipping) of the last ComputeNorm or
+// Update. It reads the value back from the backend.
 func (o *Optimizer) GradNorm() float64 {
 	o.be.Download(o.host, o.sumsq, 0)
 	return math.Sqrt(float64(o.host[0]))

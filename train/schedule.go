@@ -30,7 +30,7 @@ func (s Schedule) Validate() error {
 		return fmt.Errorf("schedule must be %q or %q, got %q", Constant, Cosine, s.Kind)
 	case !(s.LR > 0) || math.IsInf(s.LR, 0):
 		return fmt.Errorf("learning rate must be positive, got %v", s.LR)
-	case s.MinLR < 0 || s.MinLR > s.LR:
+	case !(s.MinLR >= 0 && s.MinLR <= s.LR):
 		return fmt.Errorf("minimum learning rate must be between 0 and the learning rate %v, got %v", s.LR, s.MinLR)
 	case s.Warmup < 0:
 		return fmt.Errorf("warmup must not be negative, got %d", s.Warmup)

@@ -98,7 +98,11 @@ func TestResumeIsExact(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), "half.tinygpt")
-	if err := format.WriteFile(path, first.File("cpu")); err != nil {
+	ff, err := first.File("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := format.WriteFile(path, ff); err != nil {
 		t.Fatal(err)
 	}
 	f, err := format.ReadFile(path)

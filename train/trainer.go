@@ -68,9 +68,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("checkpoint-every must not be negative, got %d", o.CheckpointEvery)
 	case o.Seed < 0:
 		return fmt.Errorf("seed must not be negative, got %d", o.Seed)
-	case o.Clip < 0 || o.WeightDecay < 0:
+	case !(o.Clip >= 0 && o.WeightDecay >= 0):
 		return fmt.Errorf("clip and weight decay must not be negative")
-	case o.Batch*o.Model.Ctx > 1<<26:
+	case o.Batch > (1<<26)/o.Model.Ctx:
 		return fmt.Errorf("batch×ctx = %d tokens per step is too large", o.Batch*o.Model.Ctx)
 	}
 	return o.schedule().Validate()
@@ -115,6 +115,9 @@ func (t *Trainer) Step() int { return t.Optim.Step }
 // New starts a run from freshly initialised weights.
 func New(be backend.Backend, opts Options, corpus data.Corpus) (*Trainer, error) {
 	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkTrainMemory(opts); err != nil {
 		return nil, err
 	}
 	m, err := gpt.New(be, opts.Model)
@@ -163,6 +166,9 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("settings in the file: %w", err)
 	}
+	if err := checkTrainMemory(opts); err != nil {
+		return nil, err
+	}
 	var corpus data.Corpus
 	switch {
 	case ro.Corpus != nil:
@@ -210,6 +216,16 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	t.Sample = f.Header.Sample
 	t.Elapsed = time.Duration(saved.TrainSeconds * float64(time.Second))
 	return t, nil
+}
+
+func checkTrainMemory(o Options) error {
+	need := gpt.MemoryEstimate(o.Model, o.Batch, o.Model.Ctx, true)
+	return gpt.CheckMemory(need, fmt.Sprintf("training %s with batch %d", o.Model, o.Batch))
+}
+
+// CorpusStored reports whether checkpoints hold the corpus (so --resume needs no --data).
+func (t *Trainer) CorpusStored() bool {
+	return utf8.Valid(t.Corpus.Text) && len(t.Corpus.Text) <= MaxStoredCorpus
 }
 
 // optionsFromHeader recovers the run's options from a header, using the original's config
@@ -275,17 +291,18 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 		return StepResult{}, err
 	}
 	lr := t.sched.At(step)
-	t.Optim.Update(float32(lr))
+	t.Optim.ComputeNorm()
 	norm := t.Optim.GradNorm()
+	if math.IsNaN(norm) || math.IsInf(norm, 0) || math.IsNaN(lr) {
+		// Stop before the update, so the weights in memory stay finite.
+		return StepResult{Step: step, Loss: loss, GradNorm: norm}, fmt.Errorf("gradient norm is %v at step %d: %w", norm, step, ErrNotFinite)
+	}
+	t.Optim.Apply(float32(lr))
 	d := time.Since(start)
 	t.Elapsed += d
 	t.lastTrain = loss
 	t.History = append(t.History, format.LossPoint{Step: step, Train: round4(loss)})
-	res := StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return res, fmt.Errorf("gradient norm is %v at step %d, so this step's update broke the weights: %w", norm, step, ErrNotFinite)
-	}
-	return res, nil
+	return StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}, nil
 }
 
 func round4(x float64) *float64 {
@@ -299,6 +316,9 @@ func (t *Trainer) Evaluate() (float64, error) {
 	loss, err := t.ValLoss()
 	if err != nil {
 		return 0, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, fmt.Errorf("validation loss is %v at step %d: %w", loss, t.Optim.Step, ErrNotFinite)
 	}
 	t.lastVal = loss
 	step := t.Optim.Step
@@ -352,7 +372,7 @@ func Generate(m *gpt.Model, prompt []byte, n int, s gpt.Sampling, seed uint64, e
 		return nil, err
 	}
 	sampler := gpt.NewSampler(s, seed)
-	out := make([]byte, 0, n)
+	var out []byte
 	for i := 0; i < n; i++ {
 		tok := sampler.Next(logits)
 		out = append(out, byte(tok))
@@ -372,7 +392,7 @@ func Generate(m *gpt.Model, prompt []byte, n int, s gpt.Sampling, seed uint64, e
 
 // File returns the run's state as a .tinygpt file: weights, AdamW moments and step, and a header
 // with the original's keys plus our settings.
-func (t *Trainer) File(backendName string) *format.File {
+func (t *Trainer) File(backendName string) (*format.File, error) {
 	c := t.Opts.Model
 	w := t.Model.Weights()
 	mom, vel := t.Optim.Moments()
@@ -380,12 +400,15 @@ func (t *Trainer) File(backendName string) *format.File {
 		BatchSize: t.Opts.Batch, LearningRate: t.Opts.LR, GradClip: t.Opts.Clip, MaxSteps: t.Opts.Steps,
 		EvalEvery: t.Opts.EvalEvery, Seed: t.Opts.Seed, Backend: backendName}
 	corpus := ""
-	if utf8.Valid(t.Corpus.Text) && len(t.Corpus.Text) <= MaxStoredCorpus {
+	if t.CorpusStored() {
 		corpus = string(t.Corpus.Text)
 	}
 	saved := savedSettings{Options: t.Opts, Seed: uint64(t.Opts.Seed), CorpusSource: t.Corpus.Source,
 		CorpusBytes: len(t.Corpus.Text), CorpusSHA256: hashText(t.Corpus.Text), TrainSeconds: t.Elapsed.Seconds()}
-	raw, _ := json.Marshal(saved) // plain struct of numbers and strings: cannot fail
+	raw, err := json.Marshal(saved)
+	if err != nil { // only non-finite numbers, which Validate rejects, make this fail
+		return nil, fmt.Errorf("encoding run settings: %w", err)
+	}
 	h := format.Header{
 		Version: 2, SavedAt: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), Config: fc, Corpus: corpus,
 		Manifest: format.Manifest(fc), IncludesOptimizerState: true, LossHistory: t.History,
@@ -411,7 +434,7 @@ func (t *Trainer) File(backendName string) *format.File {
 		b := *t.Best
 		h.BestVal = &b
 	}
-	return &format.File{Header: h, Step: int32(step), Weights: w, M: mom, V: vel}
+	return &format.File{Header: h, Step: int32(step), Weights: w, M: mom, V: vel}, nil
 }
 
 // Project is the address written in the header's "project" key.
@@ -450,6 +473,7 @@ type RunOptions struct {
 	Out         string // checkpoint path; "" saves nothing
 	Backend     string // backend name recorded in checkpoints
 	SampleEvery int    // steps between live samples; 0 for none
+	Resumed     bool   // Out already holds the state at the current step (a resumed run)
 	OnEvent     func(Event)
 }
 
@@ -466,11 +490,18 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		}
 	}
 	lastSaved := -1
+	if ro.Resumed {
+		lastSaved = t.Step() // the file resumed from holds this step
+	}
 	save := func() error {
 		if ro.Out == "" || lastSaved == t.Step() {
 			return nil
 		}
-		if err := format.WriteFile(ro.Out, t.File(ro.Backend)); err != nil {
+		f, err := t.File(ro.Backend)
+		if err != nil {
+			return fmt.Errorf("saving checkpoint: %w", err)
+		}
+		if err := format.WriteFile(ro.Out, f); err != nil {
 			return fmt.Errorf("saving checkpoint: %w", err)
 		}
 		lastSaved = t.Step()
@@ -493,7 +524,8 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 				if lastSaved >= 0 {
 					where = fmt.Sprintf("the last good checkpoint is %s (step %d)", ro.Out, lastSaved)
 				}
-				return fmt.Errorf("%w; stopped: %s. Try a lower --lr (now %g) or more --warmup", err, where, t.Opts.LR)
+				return fmt.Errorf("%w; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
+					"or continue from a checkpoint with --init-from FILE --lr X", err, where, t.Opts.LR)
 			}
 			return err
 		}

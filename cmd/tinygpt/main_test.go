@@ -157,10 +157,37 @@ func TestBadInput(t *testing.T) {
 		{[]string{"convert", "--to", "fp8", short, short + "2"}, 1, "not a .tinygpt file"},
 		{[]string{"bench", "--presets", "nope"}, 1, `unknown preset "nope"`},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"sample", "--model", garbage, "--temperature", "NaN"}, 1, "--temperature must be a number"},
+		{[]string{"sample", "--model", garbage, "--tokens", "9223372036854775807"}, 1, "--tokens must be between"},
+		{[]string{"train", "--batch", "4611686018427387904", "--ctx", "4"}, 1, "too large"},
+		{[]string{"train", "--min-lr", "NaN"}, 1, "--min-lr must be between 0 and --lr"},
+		{[]string{"train", "--out", dir}, 1, "is a directory"},
+		{[]string{"train", "--out", filepath.Join(dir, "no", "such", "m.tinygpt")}, 1, "cannot write there"},
+		{[]string{"train", "--d-model", "65536", "--layers", "64"}, 1, "of memory, more than this machine's"},
+		{[]string{"bench", "--steps", "9223372036854775807"}, 1, "--steps must be between"},
 	} {
 		code, out, errOut := tinygpt(t, "", c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {
 			t.Errorf("tinygpt %s: exit %d, output %q; want exit %d and %q", strings.Join(c.args, " "), code, out+errOut, c.code, c.want)
+		}
+	}
+}
+
+// A diverging run stops with a clear message and leaves only finite checkpoints behind.
+func TestDivergingRunKeepsGoodCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	model := filepath.Join(dir, "d.tinygpt")
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--lr", "1e30", "--steps", "6", "--checkpoint-every", "1", "--eval-every", "0", "--out", model)
+	if code != 1 || !strings.Contains(errOut, "not finite") || !strings.Contains(errOut, "lower --lr") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if f, err := format.ReadFile(model); err == nil {
+		for _, w := range f.Weights {
+			if w != w {
+				t.Fatalf("checkpoint at step %d has NaN weights", f.Step)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -34,8 +35,10 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	switch {
 	case *modelPath == "":
 		return fmt.Errorf("--model is required")
-	case *tokens < 0:
-		return fmt.Errorf("--tokens must not be negative")
+	case *tokens < 0 || *tokens > 1<<30:
+		return fmt.Errorf("--tokens must be between 0 and %d", 1<<30)
+	case math.IsNaN(*temperature) || math.IsInf(*temperature, 0):
+		return fmt.Errorf("--temperature must be a number (0 or less for greedy)")
 	case *topK < 0:
 		return fmt.Errorf("--top-k must not be negative")
 	case !(*topP > 0 && *topP <= 1):
@@ -53,7 +56,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if err != nil {
 		return err
 	}
-	m, err := modelFromFile(be, f)
+	m, err := modelFromFile(be, f, 1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
 	}
@@ -85,9 +88,18 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 }
 
 // modelFromFile builds a model on be from a decoded file.
-func modelFromFile(be backend.Backend, f *format.File) (*gpt.Model, error) {
+func modelFromFile(be backend.Backend, f *format.File, batch int) (*gpt.Model, error) {
 	fc := f.Header.Config
-	m, err := gpt.New(be, gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp})
+	c := gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	// The model, a batch of windows and a generator's own workspace.
+	need := gpt.MemoryEstimate(c, batch, c.Ctx, false) + gpt.MemoryEstimate(c, 1, c.Ctx, false)
+	if err := gpt.CheckMemory(need, "model "+c.String()); err != nil {
+		return nil, err
+	}
+	m, err := gpt.New(be, c)
 	if err != nil {
 		return nil, err
 	}

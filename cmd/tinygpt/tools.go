@@ -34,8 +34,8 @@ corpus stored in the model file.`)
 	if *modelPath == "" {
 		return fmt.Errorf("--model is required")
 	}
-	if *batch < 1 {
-		return fmt.Errorf("--batch must be at least 1")
+	if *batch < 1 || *batch > 1<<16 {
+		return fmt.Errorf("--batch must be between 1 and 65536")
 	}
 	f, err := format.ReadFile(*modelPath)
 	if err != nil {
@@ -55,7 +55,7 @@ corpus stored in the model file.`)
 	if err != nil {
 		return err
 	}
-	m, err := modelFromFile(be, f)
+	m, err := modelFromFile(be, f, *batch)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
 	}
@@ -267,8 +267,8 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *steps < 1 || *warmup < 0 {
-		return fmt.Errorf("--steps must be at least 1 and --warmup not negative")
+	if *steps < 1 || *steps > 100000 || *warmup < 0 || *warmup > 100000 {
+		return fmt.Errorf("--steps must be between 1 and 100000 and --warmup between 0 and 100000")
 	}
 	var list []gpt.Preset
 	if *presets == "all" {
@@ -286,12 +286,11 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	if err != nil {
 		return err
 	}
-	var w *tabwriter.Writer
+	// Rows are printed as each preset finishes, so the columns have fixed widths.
+	const row = "%-9s %12s %10s %10s %10s %9s\n"
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "backend %s\n", be.Describe())
-		w = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(w, "preset\tparams\tbatch×ctx\tms/step\ttokens/s\tGFLOP/s\t\n")
-		w.Flush()
+		fmt.Fprintf(e.stdout, row, "preset", "params", "batch×ctx", "ms/step", "tokens/s", "GFLOP/s")
 	}
 	enc := json.NewEncoder(e.stdout)
 	for _, p := range list {
@@ -305,8 +304,8 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			}
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d×%d\t%.2f\t%s\t%.1f\t\n", r.Preset, commas(r.Params), r.Batch, r.Ctx, r.MsPerStep, commas(int(r.TokensPerS)), r.GFLOPs)
-		w.Flush()
+		fmt.Fprintf(e.stdout, row, r.Preset, commas(r.Params), fmt.Sprintf("%d×%d", r.Batch, r.Ctx),
+			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs))
 	}
 	return nil
 }

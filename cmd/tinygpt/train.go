@@ -114,10 +114,19 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		if err != nil {
 			return fmt.Errorf("resuming %s: %w", *resume, err)
 		}
+		if set["steps"] && *steps < 1 {
+			return fmt.Errorf("--steps must be at least 1")
+		}
 		if set["eval-every"] {
+			if *evalEvery < 0 {
+				return fmt.Errorf("--eval-every must not be negative")
+			}
 			t.Opts.EvalEvery = *evalEvery
 		}
 		if set["checkpoint-every"] {
+			if *ckptEvery < 0 {
+				return fmt.Errorf("--checkpoint-every must not be negative")
+			}
 			t.Opts.CheckpointEvery = *ckptEvery
 		}
 		if *out == "" {
@@ -181,10 +190,8 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			*out = defaultOutName(corpus.Source, opts)
 		}
 	}
-	if dir := filepath.Dir(*out); dir != "" {
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			return fmt.Errorf("--out %s: directory %s does not exist", *out, dir)
-		}
+	if err := checkWritable(*out); err != nil {
+		return err
 	}
 
 	var logw io.Writer
@@ -201,10 +208,15 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
-	err = t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event})
+	err = t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event,
+		Resumed: *resume != "" && *out == *resume})
 	p.finish()
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: tinygpt train --resume %s\n", t.Step(), *out, *out)
+		hint := "tinygpt train --resume " + *out
+		if !t.CorpusStored() {
+			hint += " --data " + t.Corpus.Source
+		}
+		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out, hint)
 		return nil
 	}
 	if err != nil {
@@ -217,6 +229,20 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	}
 	fmt.Fprintf(e.stdout, "\nsaved %s\n\nsample:\n%s\n", *out, safeText(t.Sample))
 	return nil
+}
+
+// checkWritable fails early, before any training, if the model file cannot be written: its
+// directory is missing or read-only, or the path is a directory.
+func checkWritable(out string) error {
+	if info, err := os.Stat(out); err == nil && info.IsDir() {
+		return fmt.Errorf("--out %s is a directory; give a file name", out)
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), ".tinygpt-check-*")
+	if err != nil {
+		return fmt.Errorf("--out %s: cannot write there: %w", out, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // validateFlags checks options against the flags that set them, so that errors name the flag.
@@ -234,7 +260,7 @@ func validateFlags(o train.Options, set map[string]bool) error {
 		{"steps", o.Steps < 1, "must be at least 1"},
 		{"batch", o.Batch < 1, "must be at least 1"},
 		{"lr", !(o.LR > 0) || math.IsInf(o.LR, 0), "must be a positive number"},
-		{"min-lr", o.MinLR < 0 || o.MinLR > o.LR, "must be between 0 and --lr"},
+		{"min-lr", !(o.MinLR >= 0 && o.MinLR <= o.LR), "must be between 0 and --lr"},
 		{"schedule", o.Schedule != train.Constant && o.Schedule != train.Cosine, "must be constant or cosine"},
 		{"warmup", o.Warmup < 0, "must not be negative"},
 		{"dropout", !(o.Dropout >= 0 && o.Dropout < 1), "must be in [0, 1)"},
