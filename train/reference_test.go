@@ -75,6 +75,23 @@ func readF32(t *testing.T, name string) []float32 {
 	return out
 }
 
+// checkMaxAbs fails unless got and want have the same length and differ by less than tol
+// everywhere (NaN never passes).
+func checkMaxAbs(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	var worst float64
+	for i := range want {
+		worst = math.Max(worst, math.Abs(float64(got[i])-float64(want[i]))) // Max keeps a NaN
+	}
+	t.Logf("%s: max abs error %.2g", what, worst)
+	if !(worst < tol) {
+		t.Errorf("%s: max abs error %.3g, want < %g", what, worst, tol)
+	}
+}
+
 func loadFixture(t *testing.T) (fixture, *format.File) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(fixtureDir, "fixture.json"))
@@ -133,15 +150,7 @@ func TestPyTorchForwardAndGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readF32(t, fx.LogitsFile)
-	var worst float64
-	for i := range want {
-		worst = math.Max(worst, math.Abs(float64(logits[i])-float64(want[i])))
-	}
-	t.Logf("logits: max abs error %.2g", worst)
-	if !(worst < 1e-4) {
-		t.Errorf("logits: max abs error %.3g, want < 1e-4", worst)
-	}
+	checkMaxAbs(t, "logits", logits, readF32(t, fx.LogitsFile), 1e-4)
 
 	m.ZeroGrads()
 	loss, err := m.TrainForward(batch, 0, 0)
@@ -209,14 +218,5 @@ func TestPyTorchTrajectory(t *testing.T) {
 			t.Errorf("step %d: grad norm %.6f, PyTorch %.6f", o.Step, norm, tr.GradNorms[i])
 		}
 	}
-	final := readF32(t, tr.FinalFile)
-	w := m.Weights()
-	var worst float64
-	for i := range final {
-		worst = math.Max(worst, math.Abs(float64(w[i])-float64(final[i])))
-	}
-	t.Logf("final weights: max abs error %.2g", worst)
-	if !(worst < 1e-4) {
-		t.Errorf("final weights: max abs error %.3g, want < 1e-4", worst)
-	}
+	checkMaxAbs(t, "final weights", m.Weights(), readF32(t, tr.FinalFile), 1e-4)
 }

@@ -233,9 +233,8 @@ func (t *Trainer) CorpusStored() bool {
 // defaults for the rest.
 func optionsFromHeader(h format.Header) (Options, savedSettings, error) {
 	c := h.Config
-	heads := c.Heads
 	opts := Options{
-		Model: gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: heads, Ctx: c.Ctx, DMlp: c.DMlp},
+		Model: gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp},
 		Batch: c.BatchSize, Steps: c.MaxSteps, LR: c.LearningRate, MinLR: c.LearningRate / 10,
 		Schedule: Constant, EvalEvery: c.EvalEvery, EvalBatches: 8, CheckpointEvery: 500,
 		Seed: c.Seed, Clip: c.GradClip, WeightDecay: WeightDecay,

@@ -48,7 +48,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if !set["seed"] {
 		s = uint64(time.Now().UnixNano())
 	}
-	be, err := openBackend(*backendName, e)
+	be, err := openBackend(*backendName)
 	if err != nil {
 		return err
 	}

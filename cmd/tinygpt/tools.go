@@ -51,7 +51,7 @@ corpus stored in the model file.`)
 	} else {
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
-	be, err := openBackend(*backendName, e)
+	be, err := openBackend(*backendName)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			list = append(list, p)
 		}
 	}
-	be, err := openBackend(*backendName, e)
+	be, err := openBackend(*backendName)
 	if err != nil {
 		return err
 	}

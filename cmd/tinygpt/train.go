@@ -24,7 +24,7 @@ import (
 )
 
 // openBackend returns the named compute backend.
-func openBackend(name string, e *env) (backend.Backend, error) {
+func openBackend(name string) (backend.Backend, error) {
 	switch name {
 	case "cpu":
 		return cpu.New(), nil
@@ -79,7 +79,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	be, err := openBackend(*backendName, e)
+	be, err := openBackend(*backendName)
 	if err != nil {
 		return err
 	}
