@@ -35,9 +35,11 @@ type Backend struct {
 	pool    *pool
 	kern    microKernel
 	scratch []mmScratch // per worker
+	bpack   []float32   // op(B) of the product in flight, when it must be copied
 
 	// Loop bodies, reused by every call (see task).
 	mm      matmulTask
+	pb      packBTask
 	enc     encoderTask
 	ln      layerNormTask
 	bias    biasTask

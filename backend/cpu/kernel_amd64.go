@@ -2,10 +2,11 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-// kernel6x16FMA is the AVX2+FMA micro-kernel in kernel_amd64.s.
+// gemm6x16FMA is the AVX2+FMA micro-kernel in kernel_amd64.s (see microKernel for the
+// arguments; accumulate is 0 or 1, bias may be nil).
 //
 //go:noescape
-func kernel6x16FMA(kc int, a, b, acc *float32)
+func gemm6x16FMA(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
 // dot8FMA and axpy8FMA are the vector kernels of attention in kernel_amd64.s; n must be a
 // positive multiple of 8.
@@ -44,13 +45,17 @@ func axpy(y []float32, a float32, x []float32) {
 }
 
 // fmaKernel wraps the assembly kernel with the bounds checks that keep it memory-safe.
-var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc int, a, b, acc []float32) {
-	if kc <= 0 {
-		clear(acc[:96])
-		return
+var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+	checkBlock(kc, 6, 16, a, rs, ks, b, bs, c, ldc, bias)
+	var pb *float32
+	if bias != nil {
+		pb = &bias[0]
 	}
-	_, _, _ = a[kc*6-1], b[kc*16-1], acc[95]
-	kernel6x16FMA(kc, &a[0], &b[0], &acc[0])
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	gemm6x16FMA(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, acc, pb)
 }}
 
 // bestKernel picks the fastest matrix micro-kernel this CPU supports.

@@ -1,15 +1,24 @@
 #include "textflag.h"
 
-// func kernel6x16FMA(kc int, a, b, acc *float32)
+// func gemm6x16FMA(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 //
-// acc[6×16] = Σ_k a[k·6+r] · b[k·16+c]: six rows of packed A against sixteen columns of packed
-// B, held in twelve YMM accumulators (two per row). Each step loads 16 floats of B, broadcasts
-// each of the 6 floats of A and issues 12 fused multiply-adds.
-TEXT ·kernel6x16FMA(SB), NOSPLIT, $0-32
+// One 6×16 block of C = A·B (+ C when accumulate != 0) (+ bias when bias != nil), held in
+// twelve YMM accumulators, two per row. Element (r, k) of A is at a + 4·(r·rs + k·ks), element
+// (k, j) of B at b + 4·(k·bs + j), element (r, j) of C at c + 4·(r·ldc + j); strides are in
+// floats. Each step loads 16 floats of B, broadcasts one float of each of the 6 rows of A and
+// issues 12 fused multiply-adds; the sum over k runs in ascending order.
+TEXT ·gemm6x16FMA(SB), NOSPLIT, $0-80
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ acc+24(FP), DX
+	MOVQ rs+16(FP), R8
+	SHLQ $2, R8
+	MOVQ ks+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ bs+40(FP), R11
+	SHLQ $2, R11
+	LEAQ (SI)(R8*2), R9
+	ADDQ R8, R9 // R9 = row 3
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -31,39 +40,81 @@ loop:
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI), Y15
+	VBROADCASTSS (SI)(R8*1), Y15
 	VFMADD231PS Y12, Y15, Y2
 	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI), Y14
+	VBROADCASTSS (SI)(R8*2), Y14
 	VFMADD231PS Y12, Y14, Y4
 	VFMADD231PS Y13, Y14, Y5
-	VBROADCASTSS 12(SI), Y15
+	VBROADCASTSS (R9), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VBROADCASTSS 16(SI), Y14
+	VBROADCASTSS (R9)(R8*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VBROADCASTSS 20(SI), Y15
+	VBROADCASTSS (R9)(R8*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	ADDQ $24, SI
-	ADDQ $64, DI
+	ADDQ R10, SI
+	ADDQ R10, R9
+	ADDQ R11, DI
 	DECQ CX
 	JNZ loop
 
 store:
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	LEAQ (DX)(R12*2), R13
+	ADDQ R12, R13 // R13 = row 3 of C
+	MOVQ accumulate+64(FP), AX
+	TESTQ AX, AX
+	JE nocacc
+	VADDPS (DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS (DX)(R12*1), Y2, Y2
+	VADDPS 32(DX)(R12*1), Y3, Y3
+	VADDPS (DX)(R12*2), Y4, Y4
+	VADDPS 32(DX)(R12*2), Y5, Y5
+	VADDPS (R13), Y6, Y6
+	VADDPS 32(R13), Y7, Y7
+	VADDPS (R13)(R12*1), Y8, Y8
+	VADDPS 32(R13)(R12*1), Y9, Y9
+	VADDPS (R13)(R12*2), Y10, Y10
+	VADDPS 32(R13)(R12*2), Y11, Y11
+
+nocacc:
+	MOVQ bias+72(FP), BX
+	TESTQ BX, BX
+	JE nobias
+	VMOVUPS (BX), Y12
+	VMOVUPS 32(BX), Y13
+	VADDPS Y12, Y0, Y0
+	VADDPS Y13, Y1, Y1
+	VADDPS Y12, Y2, Y2
+	VADDPS Y13, Y3, Y3
+	VADDPS Y12, Y4, Y4
+	VADDPS Y13, Y5, Y5
+	VADDPS Y12, Y6, Y6
+	VADDPS Y13, Y7, Y7
+	VADDPS Y12, Y8, Y8
+	VADDPS Y13, Y9, Y9
+	VADDPS Y12, Y10, Y10
+	VADDPS Y13, Y11, Y11
+
+nobias:
 	VMOVUPS Y0, (DX)
 	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 64(DX)
-	VMOVUPS Y3, 96(DX)
-	VMOVUPS Y4, 128(DX)
-	VMOVUPS Y5, 160(DX)
-	VMOVUPS Y6, 192(DX)
-	VMOVUPS Y7, 224(DX)
-	VMOVUPS Y8, 256(DX)
-	VMOVUPS Y9, 288(DX)
-	VMOVUPS Y10, 320(DX)
-	VMOVUPS Y11, 352(DX)
+	VMOVUPS Y2, (DX)(R12*1)
+	VMOVUPS Y3, 32(DX)(R12*1)
+	VMOVUPS Y4, (DX)(R12*2)
+	VMOVUPS Y5, 32(DX)(R12*2)
+	VMOVUPS Y6, (R13)
+	VMOVUPS Y7, 32(R13)
+	VMOVUPS Y8, (R13)(R12*1)
+	VMOVUPS Y9, 32(R13)(R12*1)
+	VMOVUPS Y10, (R13)(R12*2)
+	VMOVUPS Y11, 32(R13)(R12*2)
 	VZEROUPPER
 	RET
 

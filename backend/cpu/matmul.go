@@ -2,116 +2,149 @@ package cpu
 
 import "tinygpt/backend"
 
-// Matrix products are computed the way BLAS libraries do it: C is cut into tiles of mcTile×ncTile
-// that workers take independently; for each tile the inner dimension is walked in blocks of
-// kcBlock, the A and B blocks are copied ("packed") into small contiguous panels, and a
-// register-blocked micro-kernel multiplies an MR-row panel of A by an NR-column panel of B.
-// Packing turns all three layouts (NN, NT, TN) into the same panel format, so one micro-kernel
-// serves them all, and it keeps the micro-kernel's reads sequential.
+// Matrix products are computed the way BLAS libraries do it, minus most of the copying: C is
+// cut into tiles of up to mcTile×ncTile that workers take independently; for each tile the inner
+// dimension is walked in blocks of kcBlock, and a register-blocked micro-kernel computes MR×NR
+// blocks of C straight from A and B and writes them straight into C.
+//
+// The micro-kernel reads A through two strides (one per row, one per k step), so both A and Aᵀ
+// are read in place, and B as rows of NR consecutive floats, so B [K, N] is read in place too.
+// Only Bᵀ (the NT layout) and a B whose width is not a multiple of NR are first copied, once
+// per product, into a [K, N rounded up to NR] buffer that every worker then shares. The last
+// rows of A (when M is not a multiple of MR) and the last columns of C go through small
+// zero-padded buffers, so the kernel never reads or writes outside the matrices.
 //
 // Every element of C is summed in the same order (k ascending within a kc block, blocks
-// ascending) whatever the tile sizes or the number of workers, so results are reproducible.
+// ascending, each block's sum added to C) whatever the tile sizes or the number of workers,
+// so results are reproducible.
 const (
 	mcTile  = 96  // rows of C per tile (a multiple of every micro-kernel's MR)
-	ncTile  = 128 // columns of C per tile (a multiple of every micro-kernel's NR)
+	ncTile  = 256 // columns of C per tile (a multiple of every micro-kernel's NR)
 	kcBlock = 256 // inner-dimension block; fixed, because it decides the summation order
 )
 
-// microKernel computes acc[MR×NR] (row-major, overwritten) = Σ_k a[k·MR+r]·b[k·NR+c] over kc
-// steps of packed panels a (kc×MR) and b (kc×NR).
+// A microKernel computes one mr×nr block of C:
+//
+//	C[r, j] = (C[r, j] if accumulate) + Σ_k A[r, k]·B[k, j] (+ bias[j] if bias != nil)
+//
+// over kc ≥ 1 steps, with A[r, k] at a[r·rs + k·ks], B[k, j] at b[k·bs + j] and C[r, j] at
+// c[r·ldc + j]. The sum over k is formed from zero in ascending k and then added to C, and the
+// bias is added last.
 type microKernel struct {
 	name   string
 	mr, nr int
-	fn     func(kc int, a, b, acc []float32)
+	fn     func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
+}
+
+// checkBlock panics (with an index error) unless every element a micro-kernel of size mr×nr
+// touches lies inside its slices. The assembly kernels rely on it for memory safety.
+func checkBlock(kc, mr, nr int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, bias []float32) {
+	_ = a[(mr-1)*rs+(kc-1)*ks]
+	_ = b[(kc-1)*bs+nr-1]
+	_ = c[(mr-1)*ldc+nr-1]
+	if bias != nil {
+		_ = bias[nr-1]
+	}
 }
 
 // goKernel is the portable micro-kernel in plain Go, used where no assembly kernel exists.
 var goKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, fn: kernel4x4}
 
-func kernel4x4(kc int, a, b, acc []float32) {
-	var c00, c01, c02, c03, c10, c11, c12, c13 float32
-	var c20, c21, c22, c23, c30, c31, c32, c33 float32
-	a = a[:kc*4]
-	b = b[:kc*4]
+func kernel4x4(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+	checkBlock(kc, 4, 4, a, rs, ks, b, bs, c, ldc, bias)
+	var acc [4][4]float32
 	for k := 0; k < kc; k++ {
-		ak := a[k*4 : k*4+4 : k*4+4]
-		bk := b[k*4 : k*4+4 : k*4+4]
+		bk := b[k*bs : k*bs+4 : k*bs+4]
 		b0, b1, b2, b3 := bk[0], bk[1], bk[2], bk[3]
-		a0 := ak[0]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
-		a1 := ak[1]
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
-		a2 := ak[2]
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		a3 := ak[3]
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
+		for r := range 4 {
+			ar := a[r*rs+k*ks]
+			acc[r][0] += ar * b0
+			acc[r][1] += ar * b1
+			acc[r][2] += ar * b2
+			acc[r][3] += ar * b3
+		}
 	}
-	acc = acc[:16]
-	acc[0], acc[1], acc[2], acc[3] = c00, c01, c02, c03
-	acc[4], acc[5], acc[6], acc[7] = c10, c11, c12, c13
-	acc[8], acc[9], acc[10], acc[11] = c20, c21, c22, c23
-	acc[12], acc[13], acc[14], acc[15] = c30, c31, c32, c33
+	for r := range 4 {
+		crow := c[r*ldc : r*ldc+4 : r*ldc+4]
+		for j := range 4 {
+			v := acc[r][j]
+			if accumulate {
+				v = crow[j] + v
+			}
+			if bias != nil {
+				v += bias[j]
+			}
+			crow[j] = v
+		}
+	}
 }
 
-// mmScratch is one worker's packing space.
+// mmScratch is one worker's padding space for the edges of a product.
 type mmScratch struct {
-	ap, bp, acc []float32
+	apad []float32 // the last, partial MR rows of A for one k block: [mr, kcBlock]
+	cpad []float32 // one partial block of C: [mr, nr]
 }
 
 func newMMScratch(k microKernel) mmScratch {
-	return mmScratch{
-		ap:  make([]float32, mcTile*kcBlock),
-		bp:  make([]float32, kcBlock*ncTile),
-		acc: make([]float32, k.mr*k.nr),
-	}
+	return mmScratch{apad: make([]float32, k.mr*kcBlock), cpad: make([]float32, k.mr*k.nr)}
 }
 
 // matmulTask is one matrix product in flight; its fields are set by MatMul before each run.
 type matmulTask struct {
 	be         *Backend
-	c, a, b    []float32
+	c, a       []float32
+	bias       []float32
 	M, N, K    int
-	l          backend.Layout
 	accumulate bool
+	rs, ks     int       // strides of op(A): element (i, k) is a[i·rs + k·ks]
+	b          []float32 // op(B) as rows of bs floats (B itself or a padded copy)
+	bs         int
 	mc, nc     int // tile size for this product
 	tilesN     int
 }
 
 // MatMul implements backend.Backend.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	t := &be.mm
-	t.be, t.c, t.a, t.b = be, f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N]
-	t.M, t.N, t.K, t.l, t.accumulate = M, N, K, l, accumulate
+	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], nil, M, N, K, l, accumulate)
+}
+
+// matmul computes c (+)= op(a)·op(b) (+ bias), the bias added to every row after the sum.
+func (be *Backend) matmul(c, a, b, bias []float32, M, N, K int, l backend.Layout, accumulate bool) {
 	if K == 0 {
 		if !accumulate {
-			clear(t.c)
+			clear(c)
+		}
+		for i := 0; bias != nil && i < M; i++ {
+			for j, v := range bias[:N] {
+				c[i*N+j] += v
+			}
 		}
 		return
 	}
+	t := &be.mm
+	t.be, t.c, t.a, t.bias = be, c, a, bias
+	t.M, t.N, t.K, t.accumulate = M, N, K, accumulate
+	if l == backend.TN { // A is [K, M]
+		t.rs, t.ks = 1, M
+	} else { // A is [M, K]
+		t.rs, t.ks = K, 1
+	}
+	mr, nr := be.kern.mr, be.kern.nr
+	if l == backend.NT || N%nr != 0 {
+		t.b, t.bs = be.packB(b, N, K, l == backend.NT)
+	} else {
+		t.b, t.bs = b, N
+	}
+
 	// Shrink tiles for small products so that every worker gets some, keeping multiples of the
 	// micro-kernel's block.
-	mr, nr := be.kern.mr, be.kern.nr
-	t.mc, t.nc = mcTile, ncTile
+	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
-	for tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && (t.mc > 4*mr || t.nc > 4*nr) {
-		if t.mc >= t.nc && t.mc > 4*mr {
+	for tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && (t.mc > 2*mr || t.nc > 2*nr) {
+		if t.mc >= t.nc && t.mc > 2*mr || t.nc <= 2*nr {
 			t.mc = roundUp(t.mc/2, mr)
-		} else if t.nc > 4*nr {
-			t.nc = roundUp(t.nc/2, nr)
 		} else {
-			t.mc = roundUp(t.mc/2, mr)
+			t.nc = roundUp(t.nc/2, nr)
 		}
 	}
 	t.tilesN = tiles(N, t.nc)
@@ -135,89 +168,121 @@ func (t *matmulTask) run(w, lo, hi int) {
 func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
 	kern := t.be.kern
 	mr, nr := kern.mr, kern.nr
+	full := mc / mr * mr // rows of the tile in whole MR blocks
 	for k0 := 0; k0 < t.K; k0 += kcBlock {
 		kc := min(kcBlock, t.K-k0)
-		t.packA(s.ap, i0, mc, k0, kc, mr)
-		t.packB(s.bp, j0, nc, k0, kc, nr)
-		store := k0 == 0 && !t.accumulate
+		acc := t.accumulate || k0 > 0
+		var bias []float32
+		if k0+kc == t.K && t.bias != nil {
+			bias = t.bias[j0:]
+		}
+		if full < mc { // copy the partial rows once per k block
+			t.padA(s.apad, i0+full, mc-full, k0, kc, mr)
+		}
 		for jp := 0; jp < nc; jp += nr {
-			bp := s.bp[jp*kc : (jp+nr)*kc]
-			cols := min(nr, nc-jp)
-			for ip := 0; ip < mc; ip += mr {
-				kern.fn(kc, s.ap[ip*kc:(ip+mr)*kc], bp, s.acc)
-				rows := min(mr, mc-ip)
-				for r := 0; r < rows; r++ {
-					crow := t.c[(i0+ip+r)*t.N+j0+jp:][:cols]
-					arow := s.acc[r*nr:][:cols]
-					if store {
-						copy(crow, arow)
-					} else {
-						for j, v := range arow {
-							crow[j] += v
-						}
+			b := t.b[k0*t.bs+j0+jp:]
+			var bb []float32
+			if bias != nil {
+				bb = bias[jp:]
+			}
+			if cols := nc - jp; cols < nr { // partial columns: through cpad
+				for ip := 0; ip < mc; ip += mr {
+					a, rs, ks := t.a[(i0+ip)*t.rs+k0*t.ks:], t.rs, t.ks
+					if ip >= full {
+						a, rs, ks = s.apad, kc, 1
 					}
+					kern.fn(kc, a, rs, ks, b, t.bs, s.cpad, nr, false, nil)
+					t.addBlock(s.cpad, i0+ip, j0+jp, min(mr, mc-ip), cols, acc, bb)
 				}
+				continue
+			}
+			for ip := 0; ip < full; ip += mr {
+				c := t.c[(i0+ip)*t.N+j0+jp:]
+				kern.fn(kc, t.a[(i0+ip)*t.rs+k0*t.ks:], t.rs, t.ks, b, t.bs, c, t.N, acc, bb)
+			}
+			if full < mc {
+				kern.fn(kc, s.apad, kc, 1, b, t.bs, s.cpad, nr, false, nil)
+				t.addBlock(s.cpad, i0+full, j0+jp, mc-full, nr, acc, bb)
 			}
 		}
 	}
 }
 
-// packA copies op(A)[i0:i0+mc, k0:k0+kc] into panels of mr rows: ap[p·mr·kc + k·mr + r].
-// Rows past mc are zero.
-func (t *matmulTask) packA(ap []float32, i0, mc, k0, kc, mr int) {
-	for p := 0; p < mc; p += mr {
-		panel := ap[p*kc : (p+mr)*kc]
-		rows := min(mr, mc-p)
-		if t.l == backend.TN { // A is [K, M]: rows of op(A) are columns of A
-			for k := 0; k < kc; k++ {
-				src := t.a[(k0+k)*t.M+i0+p:][:rows]
-				dst := panel[k*mr : k*mr+mr]
-				copy(dst, src)
-				clear(dst[rows:])
-			}
+// padA copies rows [i, i+rows) of op(A), columns [k0, k0+kc), into apad as an [mr, kc]
+// row-major block whose rows past rows are zero.
+func (t *matmulTask) padA(apad []float32, i, rows, k0, kc, mr int) {
+	for r := range mr {
+		dst := apad[r*kc : r*kc+kc]
+		if r >= rows {
+			clear(dst)
 			continue
 		}
-		for r := 0; r < mr; r++ {
-			if r >= rows {
-				for k := 0; k < kc; k++ {
-					panel[k*mr+r] = 0
-				}
-				continue
-			}
-			src := t.a[(i0+p+r)*t.K+k0:][:kc]
-			for k, v := range src {
-				panel[k*mr+r] = v
-			}
+		for k := range dst {
+			dst[k] = t.a[(i+r)*t.rs+(k0+k)*t.ks]
 		}
 	}
 }
 
-// packB copies op(B)[k0:k0+kc, j0:j0+nc] into panels of nr columns: bp[p·kc + k·nr + c].
-// Columns past nc are zero.
-func (t *matmulTask) packB(bp []float32, j0, nc, k0, kc, nr int) {
-	for p := 0; p < nc; p += nr {
-		panel := bp[p*kc : (p+nr)*kc]
-		cols := min(nr, nc-p)
-		if t.l != backend.NT { // B is [K, N]
-			for k := 0; k < kc; k++ {
-				src := t.b[(k0+k)*t.N+j0+p:][:cols]
-				dst := panel[k*nr : k*nr+nr]
-				copy(dst, src)
-				clear(dst[cols:])
+// addBlock stores (or, with acc, adds) the rows×cols corner of a micro-kernel block computed
+// into cpad to C at (i, j), then adds the bias, in the order the micro-kernel would have.
+func (t *matmulTask) addBlock(cpad []float32, i, j, rows, cols int, acc bool, bias []float32) {
+	nr := t.be.kern.nr
+	for r := range rows {
+		crow := t.c[(i+r)*t.N+j:][:cols]
+		for c, v := range cpad[r*nr:][:cols] {
+			if acc {
+				v = crow[c] + v
+			}
+			if bias != nil {
+				v += bias[c]
+			}
+			crow[c] = v
+		}
+	}
+}
+
+// packBTask copies op(B) into a [K, ldb] buffer, rows of ldb ≥ N floats zero-padded.
+type packBTask struct {
+	dst, src []float32
+	N, K     int
+	ldb      int
+	trans    bool // src is Bᵀ, [N, K]
+}
+
+// packB returns op(B) as rows of ldb = N rounded up to NR floats, in a buffer of the Backend
+// that grows to the largest product seen (so steady-state steps allocate nothing).
+func (be *Backend) packB(b []float32, N, K int, trans bool) ([]float32, int) {
+	ldb := roundUp(N, be.kern.nr)
+	if cap(be.bpack) < K*ldb {
+		be.bpack = make([]float32, K*ldb)
+	}
+	t := &be.pb
+	t.dst, t.src, t.N, t.K, t.ldb, t.trans = be.bpack[:K*ldb], b, N, K, ldb, trans
+	be.pool.Run(t, tiles(K, 16), 1, 16*ldb)
+	return t.dst, ldb
+}
+
+// run copies rows [16·lo, 16·hi) of op(B). For Bᵀ each source row (a column of op(B)) is read
+// 16 floats at a time and scattered over 16 destination rows, which stay in the L1 cache.
+func (t *packBTask) run(_, lo, hi int) {
+	for k0 := lo * 16; k0 < min(hi*16, t.K); k0 += 16 {
+		k1 := min(k0+16, t.K)
+		if !t.trans {
+			for k := k0; k < k1; k++ {
+				row := t.dst[k*t.ldb : (k+1)*t.ldb]
+				copy(row, t.src[k*t.N:(k+1)*t.N])
+				clear(row[t.N:])
 			}
 			continue
 		}
-		for c := 0; c < nr; c++ { // B is [N, K]: columns of op(B) are rows of B
-			if c >= cols {
-				for k := 0; k < kc; k++ {
-					panel[k*nr+c] = 0
-				}
-				continue
-			}
-			src := t.b[(j0+p+c)*t.K+k0:][:kc]
+		for j := range t.N {
+			src := t.src[j*t.K+k0 : j*t.K+k1]
 			for k, v := range src {
-				panel[k*nr+c] = v
+				t.dst[(k0+k)*t.ldb+j] = v
 			}
+		}
+		for k := k0; k < k1; k++ {
+			clear(t.dst[k*t.ldb+t.N : (k+1)*t.ldb])
 		}
 	}
 }
