@@ -6,10 +6,13 @@ import (
 	"tinygpt/backend"
 )
 
-// Causal self-attention, flash style: the forward pass keeps only each query's log-sum-exp of
-// scores (never the T×T probability matrix), and the backward pass recomputes the probabilities
-// from it. Work is split over (sequence, head) pairs, which own disjoint column blocks of the
-// outputs, so no two workers write the same element.
+// Causal self-attention. The forward pass keeps only each query's log-sum-exp of scores (never
+// the T×T probability matrix), and the backward pass recomputes the probabilities from it. Work
+// is split over (sequence, head) pairs, which own disjoint column blocks of the outputs, so no
+// two workers write the same element. Within a pair the work is a handful of small matrix
+// products run by the matmul micro-kernel on one core, in blocks of query rows so that the
+// causal mask skips the blocks above the diagonal; each worker's scores live in its own
+// scratch and are reused by the next pair.
 
 type attnMode int
 
@@ -20,27 +23,53 @@ const (
 )
 
 type attentionTask struct {
+	be                *Backend
 	mode              attnMode
 	out, lse, q, k, v []float32
 	dq, dk, dv, dout  []float32
 	T, C, NH, hs      int
+	ldS, ldH          int // row strides of the score and the head-copy buffers
 	scale             float32
-	scores            [][]float32 // per worker, at least 2·T
+	scratch           []attnScratch // per worker
+}
+
+// attnScratch is one worker's space for one (sequence, head) pair.
+type attnScratch struct {
+	s, ds          []float32 // [T, ldS] scores → probabilities, and their gradient
+	kt, vt         []float32 // [hs, ldS] the head's keys and values transposed
+	qh, kh, vh, dh []float32 // [T, ldH] the head's queries, keys, values, output gradient
 }
 
 func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 	t := &be.attn
-	if len(t.scores) != be.pool.workers {
-		t.scores = make([][]float32, be.pool.workers)
+	nr := be.kern.nr
+	t.be, t.mode, t.T, t.C, t.NH, t.hs = be, mode, T, C, NH, C/NH
+	t.ldS, t.ldH = roundUp(T, nr), roundUp(C/NH, nr)
+	t.scale = float32(1 / math.Sqrt(float64(C/NH)))
+	if len(t.scratch) != be.pool.workers {
+		t.scratch = make([]attnScratch, be.pool.workers)
 	}
-	for w := range t.scores {
-		if len(t.scores[w]) < 2*T {
-			t.scores[w] = make([]float32, 2*T)
+	for w := range t.scratch {
+		a := &t.scratch[w]
+		grow(&a.s, T*t.ldS)
+		grow(&a.kt, t.hs*t.ldS)
+		grow(&a.qh, T*t.ldH)
+		grow(&a.kh, T*t.ldH)
+		grow(&a.vh, T*t.ldH)
+		if mode == attnBackward {
+			grow(&a.ds, T*t.ldS)
+			grow(&a.vt, t.hs*t.ldS)
+			grow(&a.dh, T*t.ldH)
 		}
 	}
-	t.mode, t.T, t.C, t.NH, t.hs = mode, T, C, NH, C/NH
-	t.scale = float32(1 / math.Sqrt(float64(C/NH)))
 	return t
+}
+
+// grow makes *buf at least n long, reallocating only when it is too short.
+func grow(buf *[]float32, n int) {
+	if len(*buf) < n {
+		*buf = make([]float32, n)
+	}
 }
 
 // Attention implements backend.Backend.
@@ -73,11 +102,11 @@ func (t *attentionTask) run(w, lo, hi int) {
 		b, h := pair/t.NH, pair%t.NH
 		switch t.mode {
 		case attnForward:
-			t.forward(b, h, t.scores[w])
+			t.forward(w, b, h)
 		case attnBackward:
-			t.backward(b, h, t.scores[w])
+			t.backward(w, b, h)
 		case attnDecode:
-			t.decode(h, t.scores[w])
+			t.decode(w, h)
 		}
 	}
 }
@@ -85,6 +114,122 @@ func (t *attentionTask) run(w, lo, hi int) {
 // row returns the head-h slice of row r (a flat [B·T, C] row index) of x.
 func (t *attentionTask) row(x []float32, r, h int) []float32 {
 	return x[r*t.C+h*t.hs:][:t.hs]
+}
+
+// gather copies the head-h columns of rows [base, base+T) of x into dst [T, ldH], and, when
+// dstT is not nil, their transpose into dstT [hs, ldS]; padding columns are zero.
+func (t *attentionTask) gather(dst, dstT, x []float32, base, h int) {
+	for i := range t.T {
+		d := dst[i*t.ldH : (i+1)*t.ldH]
+		copy(d, t.row(x, base+i, h))
+		clear(d[t.hs:])
+		if dstT != nil {
+			for c, v := range d[:t.hs] {
+				dstT[c*t.ldS+i] = v
+			}
+		}
+	}
+	if dstT != nil {
+		for c := range t.hs {
+			clear(dstT[c*t.ldS+t.T : (c+1)*t.ldS])
+		}
+	}
+}
+
+// rowBlock is the number of query rows handled together: the causal mask is applied at this
+// granularity, so only blocks on or below the diagonal are computed.
+func (t *attentionTask) rowBlock() int { return roundUp(48, t.be.kern.mr) }
+
+// probs computes, for query rows [i0, i1), the scaled scores against keys [0, i1) into a.s and
+// turns row i into softmax probabilities over keys 0..i, zero after i. With lse == nil (the
+// forward pass) it also returns each row's log-sum-exp in lseOut; otherwise it uses the saved
+// log-sum-exp of each row.
+func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, i0, i1 int, lse, lseOut []float32) {
+	kern := t.be.kern
+	n := roundUp(i1, kern.nr)
+	kern.gemm(ms, i1-i0, n, t.hs, a.qh[i0*t.ldH:], t.ldH, 1, a.kt, t.ldS, a.s[i0*t.ldS:], t.ldS, false, nil)
+	for i := i0; i < i1; i++ {
+		row := a.s[i*t.ldS : i*t.ldS+i1]
+		if lse != nil {
+			l := lse[i]
+			for j := range row[:i+1] {
+				row[j] = exp32(row[j]*t.scale - l)
+			}
+			clear(row[i+1:])
+			continue
+		}
+		lseOut[i] = softmaxRow(row[:i+1], t.scale)
+		clear(row[i+1:])
+	}
+}
+
+// softmaxRow replaces the raw scores x in row by softmax(x·scale) and returns the log-sum-exp
+// of the scaled scores. The forward pass and single-token decoding share it, so that a cached
+// generation computes exactly what a full pass does.
+func softmaxRow(row []float32, scale float32) float32 {
+	mx := float32(math.Inf(-1))
+	for j := range row {
+		row[j] *= scale
+		mx = max(mx, row[j])
+	}
+	var sum float32
+	for j := range row {
+		row[j] = exp32(row[j] - mx)
+		sum += row[j]
+	}
+	inv := 1 / sum
+	for j := range row {
+		row[j] *= inv
+	}
+	return mx + float32(math.Log(float64(sum)))
+}
+
+func (t *attentionTask) forward(w, b, h int) {
+	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
+	T, base, rb := t.T, b*t.T, t.rowBlock()
+	t.gather(a.qh, nil, t.q, base, h)
+	t.gather(a.kh, a.kt, t.k, base, h)
+	t.gather(a.vh, nil, t.v, base, h)
+	lse := t.lse[(b*t.NH+h)*T:][:T]
+	for i0 := 0; i0 < T; i0 += rb {
+		i1 := min(i0+rb, T)
+		t.probs(a, ms, i0, i1, nil, lse)
+		// out[i0:i1] = P[i0:i1, 0:i1]·V[0:i1]
+		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, a.vh, t.ldH, t.out[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+	}
+}
+
+func (t *attentionTask) backward(w, b, h int) {
+	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
+	T, base, rb, ldS := t.T, b*t.T, t.rowBlock(), t.ldS
+	t.gather(a.qh, nil, t.q, base, h)
+	t.gather(a.kh, a.kt, t.k, base, h)
+	t.gather(a.vh, a.vt, t.v, base, h)
+	t.gather(a.dh, nil, t.dout, base, h)
+	lse := t.lse[(b*t.NH+h)*T:][:T]
+	for i0 := 0; i0 < T; i0 += rb {
+		i1 := min(i0+rb, T)
+		t.probs(a, ms, i0, i1, lse, nil)
+		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
+		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, a.dh[i0*t.ldH:], t.ldH, 1, a.vt, ldS, a.ds[i0*ldS:], ldS, false, nil)
+		for i := i0; i < i1; i++ {
+			D := dot(a.dh[i*t.ldH:][:t.hs], t.row(t.out, base+i, h))
+			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
+			for j := range ds[:i+1] {
+				ds[j] = p[j] * (ds[j] - D) * t.scale
+			}
+			clear(ds[i+1:])
+		}
+		// dQ[i0:i1] = dS[i0:i1, 0:i1]·K[0:i1]
+		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, a.kh, t.ldH, t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+	}
+	// dK[j0:j1] = dSᵀ[j0:j1, j0:T]·Q[j0:T] and dV[j0:j1] = Pᵀ[j0:j1, j0:T]·dO[j0:T]: rows
+	// i < j0 of dS and P are zero in these columns.
+	for j0 := 0; j0 < T; j0 += rb {
+		j1 := min(j0+rb, T)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, a.qh[j0*t.ldH:], t.ldH, t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, a.dh[j0*t.ldH:], t.ldH, t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+	}
 }
 
 func dotGo(a, b []float32) float32 {
@@ -110,84 +255,15 @@ func axpyGo(y []float32, a float32, x []float32) {
 	}
 }
 
-// scoresFor fills s[0:n] with the scaled scores of query row qr against key rows base..base+n−1
-// and returns their maximum.
-func (t *attentionTask) scoresFor(s []float32, qr, base, n, h int) float32 {
-	qt := t.row(t.q, qr, h)
-	mx := float32(math.Inf(-1))
-	for j := 0; j < n; j++ {
-		s[j] = dot(qt, t.row(t.k, base+j, h)) * t.scale
-		mx = max(mx, s[j])
-	}
-	return mx
-}
-
-func (t *attentionTask) forward(b, h int, s []float32) {
-	T, base := t.T, b*t.T
-	for i := 0; i < T; i++ {
-		mx := t.scoresFor(s, base+i, base, i+1, h)
-		var sum float32
-		for j := 0; j <= i; j++ {
-			s[j] = exp32(s[j] - mx)
-			sum += s[j]
-		}
-		o := t.row(t.out, base+i, h)
-		clear(o)
-		inv := 1 / sum
-		for j := 0; j <= i; j++ {
-			axpy(o, s[j]*inv, t.row(t.v, base+j, h))
-		}
-		t.lse[(b*t.NH+h)*T+i] = mx + float32(math.Log(float64(sum)))
-	}
-}
-
-func (t *attentionTask) backward(b, h int, s []float32) {
-	T, base := t.T, b*t.T
-	for i := 0; i < T; i++ {
-		clear(t.row(t.dq, base+i, h))
-		clear(t.row(t.dk, base+i, h))
-		clear(t.row(t.dv, base+i, h))
-	}
-	dp := s[T : 2*T]
-	for i := 0; i < T; i++ {
-		t.scoresFor(s, base+i, base, i+1, h)
-		lse := t.lse[(b*t.NH+h)*T+i]
-		do := t.row(t.dout, base+i, h)
-		// D = Σ_j p_j·dp_j equals dout_i·out_i.
-		D := dot(do, t.row(t.out, base+i, h))
-		dqi := t.row(t.dq, base+i, h)
-		qi := t.row(t.q, base+i, h)
-		for j := 0; j <= i; j++ {
-			p := exp32(s[j] - lse)
-			s[j] = p
-			dp[j] = dot(do, t.row(t.v, base+j, h))
-		}
-		for j := 0; j <= i; j++ {
-			ds := s[j] * (dp[j] - D) * t.scale
-			axpy(dqi, ds, t.row(t.k, base+j, h))
-			axpy(t.row(t.dk, base+j, h), ds, qi)
-			axpy(t.row(t.dv, base+j, h), s[j], do)
-		}
-	}
-}
-
-func (t *attentionTask) decode(h int, s []float32) {
+// decode attends the single query q [C] (the newest position, t.T−1) over the cached keys and
+// values of rows [0, t.T), with the same products and softmax as forward, so the result is
+// bit-for-bit row t.T−1 of a full pass.
+func (t *attentionTask) decode(w, h int) {
+	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	n := t.T
-	qt := t.q[h*t.hs:][:t.hs]
-	mx := float32(math.Inf(-1))
-	for j := 0; j < n; j++ {
-		s[j] = dot(qt, t.row(t.k, j, h)) * t.scale
-		mx = max(mx, s[j])
-	}
-	var sum float32
-	for j := 0; j < n; j++ {
-		s[j] = exp32(s[j] - mx)
-		sum += s[j]
-	}
-	o := t.out[h*t.hs:][:t.hs]
-	clear(o)
-	inv := 1 / sum
-	for j := 0; j < n; j++ {
-		axpy(o, s[j]*inv, t.row(t.v, j, h))
-	}
+	t.gather(a.kh, a.kt, t.k, 0, h)
+	t.gather(a.vh, nil, t.v, 0, h)
+	kern.gemm(ms, 1, roundUp(n, kern.nr), t.hs, t.q[h*t.hs:], t.hs, 1, a.kt, t.ldS, a.s, t.ldS, false, nil)
+	softmaxRow(a.s[:n], t.scale)
+	kern.gemm(ms, 1, t.hs, n, a.s, t.ldS, 1, a.vh, t.ldH, t.out[h*t.hs:], t.C, false, nil)
 }

@@ -166,77 +166,88 @@ func (t *matmulTask) run(w, lo, hi int) {
 
 // tile computes C[i0:i0+mc, j0:j0+nc].
 func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
-	kern := t.be.kern
+	var bias []float32
+	if t.bias != nil {
+		bias = t.bias[j0:]
+	}
+	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, t.b[j0:], t.bs, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
+}
+
+// gemm computes C (+)= A·B (+ bias) on the calling goroutine for an M×N block C with K ≥ 1,
+// where A[i, k] = a[i·rs + k·ks], B[k, j] = b[k·bs + j] and C[i, j] = c[i·ldc + j]. B must be
+// readable (any finite values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
+// It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial rows of A and
+// the last partial columns of C through the zero-padded buffers of s.
+func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 	mr, nr := kern.mr, kern.nr
-	full := mc / mr * mr // rows of the tile in whole MR blocks
-	for k0 := 0; k0 < t.K; k0 += kcBlock {
-		kc := min(kcBlock, t.K-k0)
-		acc := t.accumulate || k0 > 0
-		var bias []float32
-		if k0+kc == t.K && t.bias != nil {
-			bias = t.bias[j0:]
+	full := M / mr * mr // rows in whole MR blocks
+	for k0 := 0; k0 < K; k0 += kcBlock {
+		kc := min(kcBlock, K-k0)
+		acc := accumulate || k0 > 0
+		var bb []float32
+		if k0+kc == K {
+			bb = bias
 		}
-		if full < mc { // copy the partial rows once per k block
-			t.padA(s.apad, i0+full, mc-full, k0, kc, mr)
+		if full < M { // copy the partial rows once per k block
+			padA(s.apad[:mr*kc], a[full*rs+k0*ks:], rs, ks, M-full, kc)
 		}
-		for jp := 0; jp < nc; jp += nr {
-			b := t.b[k0*t.bs+j0+jp:]
-			var bb []float32
-			if bias != nil {
-				bb = bias[jp:]
+		for jp := 0; jp < N; jp += nr {
+			bp := b[k0*bs+jp:]
+			var bj []float32
+			if bb != nil {
+				bj = bb[jp:]
 			}
-			if cols := nc - jp; cols < nr { // partial columns: through cpad
-				for ip := 0; ip < mc; ip += mr {
-					a, rs, ks := t.a[(i0+ip)*t.rs+k0*t.ks:], t.rs, t.ks
+			if cols := N - jp; cols < nr { // partial columns: through cpad
+				for ip := 0; ip < M; ip += mr {
+					ap, ars, aks := a[ip*rs+k0*ks:], rs, ks
 					if ip >= full {
-						a, rs, ks = s.apad, kc, 1
+						ap, ars, aks = s.apad, kc, 1
 					}
-					kern.fn(kc, a, rs, ks, b, t.bs, s.cpad, nr, false, nil)
-					t.addBlock(s.cpad, i0+ip, j0+jp, min(mr, mc-ip), cols, acc, bb)
+					kern.fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
+					addBlock(c[ip*ldc+jp:], ldc, s.cpad, nr, min(mr, M-ip), cols, acc, bj)
 				}
 				continue
 			}
 			for ip := 0; ip < full; ip += mr {
-				c := t.c[(i0+ip)*t.N+j0+jp:]
-				kern.fn(kc, t.a[(i0+ip)*t.rs+k0*t.ks:], t.rs, t.ks, b, t.bs, c, t.N, acc, bb)
+				kern.fn(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
 			}
-			if full < mc {
-				kern.fn(kc, s.apad, kc, 1, b, t.bs, s.cpad, nr, false, nil)
-				t.addBlock(s.cpad, i0+full, j0+jp, mc-full, nr, acc, bb)
+			if full < M {
+				kern.fn(kc, s.apad, kc, 1, bp, bs, s.cpad, nr, false, nil)
+				addBlock(c[full*ldc+jp:], ldc, s.cpad, nr, M-full, nr, acc, bj)
 			}
 		}
 	}
 }
 
-// padA copies rows [i, i+rows) of op(A), columns [k0, k0+kc), into apad as an [mr, kc]
-// row-major block whose rows past rows are zero.
-func (t *matmulTask) padA(apad []float32, i, rows, k0, kc, mr int) {
-	for r := range mr {
+// padA copies rows [0, rows) of A (A[i, k] = a[i·rs + k·ks]), k in [0, kc), into apad as a
+// row-major block of len(apad)/kc rows, the rows past rows zero.
+func padA(apad, a []float32, rs, ks, rows, kc int) {
+	for r := range len(apad) / kc {
 		dst := apad[r*kc : r*kc+kc]
 		if r >= rows {
 			clear(dst)
 			continue
 		}
 		for k := range dst {
-			dst[k] = t.a[(i+r)*t.rs+(k0+k)*t.ks]
+			dst[k] = a[r*rs+k*ks]
 		}
 	}
 }
 
 // addBlock stores (or, with acc, adds) the rows×cols corner of a micro-kernel block computed
-// into cpad to C at (i, j), then adds the bias, in the order the micro-kernel would have.
-func (t *matmulTask) addBlock(cpad []float32, i, j, rows, cols int, acc bool, bias []float32) {
-	nr := t.be.kern.nr
+// into cpad (row stride nr) to c (row stride ldc), then adds the bias, in the order the
+// micro-kernel would have.
+func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool, bias []float32) {
 	for r := range rows {
-		crow := t.c[(i+r)*t.N+j:][:cols]
-		for c, v := range cpad[r*nr:][:cols] {
+		crow := c[r*ldc:][:cols]
+		for j, v := range cpad[r*nr:][:cols] {
 			if acc {
-				v = crow[c] + v
+				v = crow[j] + v
 			}
 			if bias != nil {
-				v += bias[c]
+				v += bias[j]
 			}
-			crow[c] = v
+			crow[j] = v
 		}
 	}
 }
