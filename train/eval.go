@@ -57,6 +57,9 @@ type BenchResult struct {
 	TokensPerS float64 `json:"tokens_per_s"`
 	GFLOPs     float64 `json:"gflops"`
 	Steps      int     `json:"steps"`
+	// DecodeTokensPerS is the speed of KV-cached generation, one token at a time, while the
+	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
+	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
 }
 
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
@@ -102,6 +105,10 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 			times = append(times, time.Since(start).Seconds()*1e3)
 		}
 	}
+	decode, err := benchDecode(m)
+	if err != nil {
+		return BenchResult{}, err
+	}
 	sort.Float64s(times)
 	med := times[len(times)/2]
 	if len(times)%2 == 0 {
@@ -111,5 +118,28 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		Preset: p.Name, Backend: be.Name(), Params: p.NumParams(), Batch: p.Batch, Ctx: p.Ctx,
 		MsPerStep: med, MinMs: times[0], TokensPerS: float64(n) / (med / 1e3),
 		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps,
+		DecodeTokensPerS: decode,
 	}, nil
+}
+
+// benchDecode returns the tokens/s of greedy KV-cached generation with m's current weights,
+// from a one-token prompt until the window is full, best of three runs.
+func benchDecode(m *gpt.Model) (float64, error) {
+	g := m.NewGenerator()
+	n := m.Config.Ctx - 1
+	best := 0.0
+	for range 3 {
+		logits, err := g.Reset([]int32{'\n'})
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for range n {
+			if logits, err = g.Push(gpt.Argmax(logits)); err != nil {
+				return 0, err
+			}
+		}
+		best = max(best, float64(n)/time.Since(start).Seconds())
+	}
+	return best, nil
 }

@@ -136,6 +136,11 @@ func (t *attentionTask) gather(dst, dstT, x []float32, base, h int) {
 	}
 }
 
+// direct returns the row-major matrix b with rows of ld floats as a gemm operand read in place.
+func (t *attentionTask) direct(b []float32, ld int) bMat {
+	return bMat{b: b, bs: ld, ps: t.be.kern.nr}
+}
+
 // rowBlock is the number of query rows handled together: the causal mask is applied at this
 // granularity, so only blocks on or below the diagonal are computed.
 func (t *attentionTask) rowBlock() int { return roundUp(48, t.be.kern.mr) }
@@ -147,14 +152,15 @@ func (t *attentionTask) rowBlock() int { return roundUp(48, t.be.kern.mr) }
 func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, i0, i1 int, lse, lseOut []float32) {
 	kern := t.be.kern
 	n := roundUp(i1, kern.nr)
-	kern.gemm(ms, i1-i0, n, t.hs, a.qh[i0*t.ldH:], t.ldH, 1, a.kt, t.ldS, a.s[i0*t.ldS:], t.ldS, false, nil)
+	kern.gemm(ms, i1-i0, n, t.hs, a.qh[i0*t.ldH:], t.ldH, 1, t.direct(a.kt, t.ldS), a.s[i0*t.ldS:], t.ldS, false, nil)
 	for i := i0; i < i1; i++ {
 		row := a.s[i*t.ldS : i*t.ldS+i1]
 		if lse != nil {
-			l := lse[i]
-			for j := range row[:i+1] {
-				row[j] = exp32(row[j]*t.scale - l)
+			p := row[:i+1]
+			for j := range p {
+				p[j] *= t.scale
 			}
+			expShift(p, lse[i])
 			clear(row[i+1:])
 			continue
 		}
@@ -172,11 +178,7 @@ func softmaxRow(row []float32, scale float32) float32 {
 		row[j] *= scale
 		mx = max(mx, row[j])
 	}
-	var sum float32
-	for j := range row {
-		row[j] = exp32(row[j] - mx)
-		sum += row[j]
-	}
+	sum := expShift(row, mx)
 	inv := 1 / sum
 	for j := range row {
 		row[j] *= inv
@@ -195,7 +197,7 @@ func (t *attentionTask) forward(w, b, h int) {
 		i1 := min(i0+rb, T)
 		t.probs(a, ms, i0, i1, nil, lse)
 		// out[i0:i1] = P[i0:i1, 0:i1]·V[0:i1]
-		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, a.vh, t.ldH, t.out[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, t.direct(a.vh, t.ldH), t.out[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
 	}
 }
 
@@ -211,7 +213,7 @@ func (t *attentionTask) backward(w, b, h int) {
 		i1 := min(i0+rb, T)
 		t.probs(a, ms, i0, i1, lse, nil)
 		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
-		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, a.dh[i0*t.ldH:], t.ldH, 1, a.vt, ldS, a.ds[i0*ldS:], ldS, false, nil)
+		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, a.dh[i0*t.ldH:], t.ldH, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
 		for i := i0; i < i1; i++ {
 			D := dot(a.dh[i*t.ldH:][:t.hs], t.row(t.out, base+i, h))
 			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
@@ -221,14 +223,14 @@ func (t *attentionTask) backward(w, b, h int) {
 			clear(ds[i+1:])
 		}
 		// dQ[i0:i1] = dS[i0:i1, 0:i1]·K[0:i1]
-		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, a.kh, t.ldH, t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, t.direct(a.kh, t.ldH), t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
 	}
 	// dK[j0:j1] = dSᵀ[j0:j1, j0:T]·Q[j0:T] and dV[j0:j1] = Pᵀ[j0:j1, j0:T]·dO[j0:T]: rows
 	// i < j0 of dS and P are zero in these columns.
 	for j0 := 0; j0 < T; j0 += rb {
 		j1 := min(j0+rb, T)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, a.qh[j0*t.ldH:], t.ldH, t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, a.dh[j0*t.ldH:], t.ldH, t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, t.direct(a.qh[j0*t.ldH:], t.ldH), t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, t.direct(a.dh[j0*t.ldH:], t.ldH), t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
 	}
 }
 
@@ -263,7 +265,7 @@ func (t *attentionTask) decode(w, h int) {
 	n := t.T
 	t.gather(a.kh, a.kt, t.k, 0, h)
 	t.gather(a.vh, nil, t.v, 0, h)
-	kern.gemm(ms, 1, roundUp(n, kern.nr), t.hs, t.q[h*t.hs:], t.hs, 1, a.kt, t.ldS, a.s, t.ldS, false, nil)
+	kern.gemm(ms, 1, roundUp(n, kern.nr), t.hs, t.q[h*t.hs:], t.hs, 1, t.direct(a.kt, t.ldS), a.s, t.ldS, false, nil)
 	softmaxRow(a.s[:n], t.scale)
-	kern.gemm(ms, 1, t.hs, n, a.s, t.ldS, 1, a.vh, t.ldH, t.out[h*t.hs:], t.C, false, nil)
+	kern.gemm(ms, 1, t.hs, n, a.s, t.ldS, 1, t.direct(a.vh, t.ldH), t.out[h*t.hs:], t.C, false, nil)
 }

@@ -1,8 +1,11 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"testing"
+
+	"tinygpt/backend"
 )
 
 var sink float32
@@ -39,5 +42,42 @@ func BenchmarkGELUKernel(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		be.GELU(out, x, n)
 		be.GELUBackward(out, x, out, n)
+	}
+}
+
+// BenchmarkMatMul times each micro-kernel on products of the shapes a training step of the
+// small and large presets runs (tokens × width), single-threaded and on all cores.
+func BenchmarkMatMul(b *testing.B) {
+	shapes := []struct {
+		M, N, K int
+		l       backend.Layout
+	}{
+		{1024, 96, 96, backend.NN}, {1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT},
+		{96, 384, 1024, backend.TN}, {1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT},
+	}
+	for _, k := range kernels() {
+		for _, threads := range []int{1, 0} {
+			for _, s := range shapes {
+				name := fmt.Sprintf("%s/threads=%d/%dx%dx%d/%s", k.name, threads, s.M, s.N, s.K, s.l)
+				b.Run(name, func(b *testing.B) {
+					be := New()
+					if threads > 0 {
+						be.pool = newPool(threads)
+					}
+					be.kern = k
+					be.scratch = make([]mmScratch, be.pool.workers)
+					for w := range be.scratch {
+						be.scratch[w] = newMMScratch(k)
+					}
+					a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
+					be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+					}
+					b.ReportMetric(2*float64(s.M*s.N*s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
 	}
 }

@@ -58,10 +58,84 @@ var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc in
 	gemm6x16FMA(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, acc, pb)
 }}
 
-// bestKernel picks the fastest matrix micro-kernel this CPU supports.
-func bestKernel() microKernel {
-	if useFMA {
-		return fmaKernel
+// kernels lists the matrix micro-kernels this CPU can run, fastest first; the last is the
+// portable Go kernel. TINYGPT_NOASM=1 leaves only the Go kernel.
+func kernels() []microKernel {
+	var ks []microKernel
+	if useAVX512 {
+		ks = append(ks, avx512Kernel)
 	}
-	return goKernel
+	if useFMA {
+		ks = append(ks, fmaKernel)
+	}
+	return append(ks, goKernel)
+}
+
+// gemm12x32AVX512 is the AVX-512 micro-kernel in kernel512_amd64.s.
+//
+//go:noescape
+func gemm12x32AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
+
+var useAVX512 = cpu.X86.HasAVX512F && useFMA
+
+// avx512Kernel wraps the AVX-512 kernel with the bounds checks that keep it memory-safe.
+var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+	checkBlock(kc, 12, 32, a, rs, ks, b, bs, c, ldc, bias)
+	var pb *float32
+	if bias != nil {
+		pb = &bias[0]
+	}
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	gemm12x32AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, acc, pb)
+}}
+
+// expShift8, gelu8 and geluGrad8 are the vector elementwise kernels of elementwise_amd64.s; n
+// must be a positive multiple of 8.
+//
+//go:noescape
+func expShift8(x *float32, n int, shift float32) float32
+
+//go:noescape
+func gelu8(out, x *float32, n int)
+
+//go:noescape
+func geluGrad8(out, x, dout *float32, n int)
+
+// expShift replaces each x[i] by e^(x[i]−shift) and returns their sum.
+func expShift(x []float32, shift float32) float32 {
+	n8 := len(x) &^ 7
+	var s float32
+	if useFMA && n8 > 0 {
+		s = expShift8(&x[0], n8, shift)
+	} else {
+		n8 = 0
+	}
+	return s + expShiftGo(x[n8:], shift)
+}
+
+// geluSlice sets out[i] = GELU(x[i]) over len(out) elements; out may be x.
+func geluSlice(out, x []float32) {
+	n8 := len(out) &^ 7
+	if useFMA && n8 > 0 {
+		_ = x[len(out)-1]
+		gelu8(&out[0], &x[0], n8)
+	} else {
+		n8 = 0
+	}
+	geluGo(out[n8:], x[n8:len(out)])
+}
+
+// geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
+func geluGradSlice(out, x, dout []float32) {
+	n8 := len(out) &^ 7
+	if useFMA && n8 > 0 {
+		_, _ = x[len(out)-1], dout[len(out)-1]
+		geluGrad8(&out[0], &x[0], &dout[0], n8)
+	} else {
+		n8 = 0
+	}
+	geluGradGo(out[n8:], x[n8:len(out)], dout[n8:len(out)])
 }

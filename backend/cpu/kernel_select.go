@@ -2,14 +2,21 @@
 
 package cpu
 
-// bestKernel picks the fastest matrix micro-kernel this CPU supports. Only amd64 has an
-// assembly kernel so far; elsewhere (arm64, wasm) the plain-Go kernel runs.
-func bestKernel() microKernel {
-	return goKernel
-}
+// kernels lists the matrix micro-kernels this CPU can run. Only amd64 has assembly kernels so
+// far; elsewhere (arm64, wasm) the plain-Go kernel runs.
+func kernels() []microKernel { return []microKernel{goKernel} }
 
 // dot returns Σ a[i]·b[i] over len(a) elements (b must be at least as long).
 func dot(a, b []float32) float32 { return dotGo(a, b) }
 
 // axpy adds a·x to y over len(y) elements (x must be at least as long).
 func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
+
+// expShift replaces each x[i] by e^(x[i]−shift) and returns their sum.
+func expShift(x []float32, shift float32) float32 { return expShiftGo(x, shift) }
+
+// geluSlice sets out[i] = GELU(x[i]) over len(out) elements; out may be x.
+func geluSlice(out, x []float32) { geluGo(out, x) }
+
+// geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
+func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }

@@ -263,14 +263,9 @@ func (t *elemTask) run(_, lo, hi int) {
 	out, a := t.out[lo:hi], t.a[lo:hi]
 	switch t.op {
 	case opGELU:
-		for i, x := range a {
-			out[i] = GELU(x)
-		}
+		geluSlice(out, a)
 	case opGELUBackward:
-		b := t.b[lo:hi]
-		for i, x := range a {
-			out[i] = b[i] * GELUGrad(x)
-		}
+		geluGradSlice(out, a, t.b[lo:hi])
 	case opAdd:
 		b := t.b[lo:hi]
 		for i := range out {
@@ -345,6 +340,29 @@ func (t *hermiteTable) eval(x float32, k int, hi float64) float64 {
 	return (2*s3-3*s2+1)*f[i] + (s3-2*s2+s)*h*d[i] + (3*s2-2*s3)*f[i+1] + (s3-s2)*h*d[i+1]
 }
 
+// geluGo, geluGradGo and expShiftGo are the portable loops behind geluSlice, geluGradSlice and
+// expShift, which run the vector kernels where the CPU has them and these on the remainder.
+func geluGo(out, x []float32) {
+	for i, v := range x[:len(out)] {
+		out[i] = GELU(v)
+	}
+}
+
+func geluGradGo(out, x, dout []float32) {
+	for i, v := range x[:len(out)] {
+		out[i] = dout[i] * GELUGrad(v)
+	}
+}
+
+func expShiftGo(x []float32, shift float32) float32 {
+	var s float32
+	for i, v := range x {
+		x[i] = exp32(v - shift)
+		s += x[i]
+	}
+	return s
+}
+
 // exp32 is e^x to float32 accuracy (relative error below 1e-7), several times faster than
 // math.Exp: x·log2(e) = n + f with n an integer and |f| ≤ 1/2, so e^x = 2^n · e^(f·ln 2), the
 // second factor by its Taylor series to degree 7 (error < 6e-9), the first by building the
@@ -381,6 +399,7 @@ func DropoutKeep(seed, i uint64, p float32) bool {
 // ---------------------------------------------------------------- softmax cross-entropy
 
 type crossEntropyTask struct {
+	rows                    [][]float32 // per worker: the exponentials of a row when no gradient is wanted
 	losses, dlogits, logits []float32
 	targets                 []int32
 	V                       int
@@ -390,14 +409,22 @@ type crossEntropyTask struct {
 // CrossEntropy implements backend.Backend.
 func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
 	t := &be.ce
-	*t = crossEntropyTask{losses: f32(losses), logits: f32(logits), targets: i32(targets), V: V, scale: scale}
+	rows := t.rows
+	*t = crossEntropyTask{losses: f32(losses), logits: f32(logits), targets: i32(targets), V: V, scale: scale, rows: rows}
 	if dlogits != nil {
 		t.dlogits = f32(dlogits)
+	} else {
+		if len(t.rows) != be.pool.workers {
+			t.rows = make([][]float32, be.pool.workers)
+		}
+		for w := range t.rows {
+			grow(&t.rows[w], V)
+		}
 	}
 	be.pool.Run(t, N, 8, 30*V)
 }
 
-func (t *crossEntropyTask) run(_, lo, hi int) {
+func (t *crossEntropyTask) run(w, lo, hi int) {
 	V := t.V
 	for r := lo; r < hi; r++ {
 		x := t.logits[r*V : r*V+V]
@@ -407,24 +434,21 @@ func (t *crossEntropyTask) run(_, lo, hi int) {
 		}
 		tgt := int(t.targets[r])
 		xt := x[tgt] // read before an in-place gradient overwrites it
-		var sum float64
-		if t.dlogits == nil {
-			for _, v := range x {
-				sum += float64(exp32(v - mx))
-			}
+		// The exponentials go to the gradient row (then scaled by 1/sum), or to scratch.
+		var e []float32
+		if t.dlogits != nil {
+			e = t.dlogits[r*V : r*V+V]
 		} else {
-			// Keep the exponentials in the gradient row, then scale them by 1/sum.
-			d := t.dlogits[r*V : r*V+V]
-			for i, v := range x {
-				e := exp32(v - mx)
-				d[i] = e
-				sum += float64(e)
-			}
+			e = t.rows[w][:V]
+		}
+		copy(e, x)
+		sum := float64(expShift(e, mx))
+		if t.dlogits != nil {
 			k := float32(float64(t.scale) / sum)
-			for i := range d {
-				d[i] *= k
+			for i := range e {
+				e[i] *= k
 			}
-			d[tgt] -= t.scale
+			e[tgt] -= t.scale
 		}
 		t.losses[r] = float32(float64(mx) + math.Log(sum) - float64(xt))
 	}

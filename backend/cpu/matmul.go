@@ -47,6 +47,9 @@ func checkBlock(kc, mr, nr int, a []float32, rs, ks int, b []float32, bs int, c 
 	}
 }
 
+// bestKernel is the fastest micro-kernel this CPU supports, chosen at start-up.
+func bestKernel() microKernel { return kernels()[0] }
+
 // goKernel is the portable micro-kernel in plain Go, used where no assembly kernel exists.
 var goKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, fn: kernel4x4}
 
@@ -96,10 +99,9 @@ type matmulTask struct {
 	bias       []float32
 	M, N, K    int
 	accumulate bool
-	rs, ks     int       // strides of op(A): element (i, k) is a[i·rs + k·ks]
-	b          []float32 // op(B) as rows of bs floats (B itself or a padded copy)
-	bs         int
-	mc, nc     int // tile size for this product
+	rs, ks     int  // strides of op(A): element (i, k) is a[i·rs + k·ks]
+	b          bMat // op(B): B itself or a packed copy
+	mc, nc     int  // tile size for this product
 	tilesN     int
 }
 
@@ -130,10 +132,10 @@ func (be *Backend) matmul(c, a, b, bias []float32, M, N, K int, l backend.Layout
 		t.rs, t.ks = K, 1
 	}
 	mr, nr := be.kern.mr, be.kern.nr
-	if l == backend.NT || N%nr != 0 {
-		t.b, t.bs = be.packB(b, N, K, l == backend.NT)
+	if l == backend.NT || N%nr != 0 || M >= packMinRows {
+		t.b = be.packB(b, N, K, l == backend.NT)
 	} else {
-		t.b, t.bs = b, N
+		t.b = bMat{b: b, bs: N, ps: nr}
 	}
 
 	// Shrink tiles for small products so that every worker gets some, keeping multiples of the
@@ -170,15 +172,31 @@ func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
 	if t.bias != nil {
 		bias = t.bias[j0:]
 	}
-	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, t.b[j0:], t.bs, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
+	b := t.b
+	b.b = b.b[j0/t.be.kern.nr*b.ps:]
+	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, b, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
 }
 
+// A bMat is the B operand of gemm, read by the micro-kernel in panels of NR columns: B[k, j] is
+// b[(j/NR)·ps + k·bs + j%NR]. A row-major [K, ld] matrix read in place is {b, ld, NR}; a packed
+// copy, each panel K×NR contiguous, is {b, NR, K·NR}.
+type bMat struct {
+	b      []float32
+	bs, ps int
+}
+
+// packMinRows is the number of rows of C from which B is packed even when it could be read in
+// place: packing costs one pass over B, and pays once several row blocks reuse each panel from
+// the L1 cache instead of gathering it from rows far apart.
+const packMinRows = 48
+
 // gemm computes C (+)= A·B (+ bias) on the calling goroutine for an M×N block C with K ≥ 1,
-// where A[i, k] = a[i·rs + k·ks], B[k, j] = b[k·bs + j] and C[i, j] = c[i·ldc + j]. B must be
-// readable (any finite values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
+// where A[i, k] = a[i·rs + k·ks] and C[i, j] = c[i·ldc + j]. B must be readable (any finite
+// values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
 // It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial rows of A and
 // the last partial columns of C through the zero-padded buffers of s.
-func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b bMat, c []float32, ldc int, accumulate bool, bias []float32) {
+	bs := b.bs
 	mr, nr := kern.mr, kern.nr
 	full := M / mr * mr // rows in whole MR blocks
 	for k0 := 0; k0 < K; k0 += kcBlock {
@@ -192,7 +210,7 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 			padA(s.apad[:mr*kc], a[full*rs+k0*ks:], rs, ks, M-full, kc)
 		}
 		for jp := 0; jp < N; jp += nr {
-			bp := b[k0*bs+jp:]
+			bp := b.b[jp/nr*b.ps+k0*bs:]
 			var bj []float32
 			if bb != nil {
 				bj = bb[jp:]
@@ -252,48 +270,50 @@ func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool
 	}
 }
 
-// packBTask copies op(B) into a [K, ldb] buffer, rows of ldb ≥ N floats zero-padded.
+// packBTask copies op(B) into panels of NR columns (see bMat), zero-padded to a whole panel.
 type packBTask struct {
 	dst, src []float32
-	N, K     int
-	ldb      int
+	N, K, nr int
 	trans    bool // src is Bᵀ, [N, K]
 }
 
-// packB returns op(B) as rows of ldb = N rounded up to NR floats, in a buffer of the Backend
-// that grows to the largest product seen (so steady-state steps allocate nothing).
-func (be *Backend) packB(b []float32, N, K int, trans bool) ([]float32, int) {
-	ldb := roundUp(N, be.kern.nr)
-	if cap(be.bpack) < K*ldb {
-		be.bpack = make([]float32, K*ldb)
+// packB returns op(B) packed in panels, in a buffer of the Backend that grows to the largest
+// product seen (so steady-state steps allocate nothing).
+func (be *Backend) packB(b []float32, N, K int, trans bool) bMat {
+	nr := be.kern.nr
+	size := roundUp(N, nr) * K
+	if cap(be.bpack) < size {
+		be.bpack = make([]float32, size)
 	}
 	t := &be.pb
-	t.dst, t.src, t.N, t.K, t.ldb, t.trans = be.bpack[:K*ldb], b, N, K, ldb, trans
-	be.pool.Run(t, tiles(K, 16), 1, 16*ldb)
-	return t.dst, ldb
+	t.dst, t.src, t.N, t.K, t.nr, t.trans = be.bpack[:size], b, N, K, nr, trans
+	be.pool.Run(t, tiles(N, nr), 1, K*nr)
+	return bMat{b: t.dst, bs: nr, ps: K * nr}
 }
 
-// run copies rows [16·lo, 16·hi) of op(B). For Bᵀ each source row (a column of op(B)) is read
-// 16 floats at a time and scattered over 16 destination rows, which stay in the L1 cache.
+// run packs panels [lo, hi). For Bᵀ each source row (a column of op(B)) is read in order and
+// scattered over the panel, which stays in the L1 cache.
 func (t *packBTask) run(_, lo, hi int) {
-	for k0 := lo * 16; k0 < min(hi*16, t.K); k0 += 16 {
-		k1 := min(k0+16, t.K)
-		if !t.trans {
-			for k := k0; k < k1; k++ {
-				row := t.dst[k*t.ldb : (k+1)*t.ldb]
-				copy(row, t.src[k*t.N:(k+1)*t.N])
-				clear(row[t.N:])
+	nr := t.nr
+	for p := lo; p < hi; p++ {
+		panel := t.dst[p*t.K*nr : (p+1)*t.K*nr]
+		j0 := p * nr
+		cols := min(nr, t.N-j0)
+		if t.trans {
+			if cols < nr {
+				clear(panel)
+			}
+			for c := range cols {
+				for k, v := range t.src[(j0+c)*t.K : (j0+c+1)*t.K] {
+					panel[k*nr+c] = v
+				}
 			}
 			continue
 		}
-		for j := range t.N {
-			src := t.src[j*t.K+k0 : j*t.K+k1]
-			for k, v := range src {
-				t.dst[(k0+k)*t.ldb+j] = v
-			}
-		}
-		for k := k0; k < k1; k++ {
-			clear(t.dst[k*t.ldb+t.N : (k+1)*t.ldb])
+		for k := range t.K {
+			dst := panel[k*nr : (k+1)*nr]
+			copy(dst, t.src[k*t.N+j0:k*t.N+j0+cols])
+			clear(dst[cols:])
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // A task is a parallel loop body: run does iterations [lo, hi) of a loop, using worker w's
@@ -23,10 +24,17 @@ type task interface {
 // loop's generation and the next chunk index, so a late helper can never claim a chunk of a
 // later loop with the state of an earlier one: the word also holds the loop's chunk count, so
 // that checking for a chunk and claiming it is one atomic step.
+//
+// A training step is a few hundred parallel loops of tens of microseconds each, so waking a
+// sleeping goroutine (several microseconds, more on a busy machine) for each would cost as much
+// as the work. Helpers therefore watch for the next loop for spinTime after finishing one before
+// they go to sleep, and the caller watches for its chunks to complete before it sleeps on done;
+// both yield the processor while they watch, so a busy machine loses little.
 type pool struct {
-	mu      sync.Mutex // one parallel loop at a time
-	workers int
-	wake    []chan struct{}
+	mu       sync.Mutex // one parallel loop at a time
+	workers  int
+	wake     []chan struct{}
+	sleeping []atomic.Bool // helper w is asleep (or about to be) on wake[w]
 
 	// The loop in flight. t, n and chunk are written before the loop is published in claim,
 	// and not changed until every chunk of it has completed.
@@ -55,7 +63,7 @@ func newPool(workers int) *pool {
 	if workers < 1 {
 		workers = 1
 	}
-	p := &pool{workers: workers, wake: make([]chan struct{}, workers), done: make(chan struct{}, 1)}
+	p := &pool{workers: workers, wake: make([]chan struct{}, workers), sleeping: make([]atomic.Bool, workers), done: make(chan struct{}, 1)}
 	for w := 1; w < workers; w++ {
 		p.wake[w] = make(chan struct{}, 1)
 		go p.loop(w)
@@ -63,9 +71,46 @@ func newPool(workers int) *pool {
 	return p
 }
 
+// spinTime is how long an idle helper keeps watching for the next loop, and the caller for the
+// end of its loop, before sleeping.
+const spinTime = 50 * time.Microsecond
+
 func (p *pool) loop(w int) {
-	for range p.wake[w] {
+	for {
 		p.drain(w)
+		if spin(p.hasWork) {
+			continue
+		}
+		// Announce the sleep, then look once more: Run publishes a loop before it reads
+		// sleeping, so either it sees this helper asleep and wakes it, or this look sees the loop.
+		p.sleeping[w].Store(true)
+		if p.hasWork() {
+			p.sleeping[w].Store(false)
+			continue
+		}
+		<-p.wake[w]
+		p.sleeping[w].Store(false)
+	}
+}
+
+// hasWork reports whether the current loop has an unclaimed chunk.
+func (p *pool) hasWork() bool {
+	v := p.claim.Load()
+	return v&chunkMask < v>>20&chunkMask
+}
+
+// spin calls ready, yielding the processor between calls, until it returns true (spin returns
+// true) or spinTime has passed (false).
+func spin(ready func() bool) bool {
+	start := time.Now()
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i&15 == 15 && time.Since(start) > spinTime {
+			return false
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -114,12 +159,16 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	gen := p.claim.Load()>>40 + 1
 	p.claim.Store(gen<<40 | uint64(nchunks)<<20) // publishes the loop
 	for w := 1; w <= helpers; w++ {
+		if !p.sleeping[w].Load() {
+			continue // watching for work: it will see this loop
+		}
 		select {
 		case p.wake[w] <- struct{}{}:
 		default: // already has a wake-up pending; it will see this loop
 		}
 	}
 	p.drain(0)
+	spin(func() bool { return p.completed.Load() == uint64(nchunks) })
 	<-p.done
 	p.t = nil
 	p.mu.Unlock()

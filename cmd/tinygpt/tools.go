@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,8 +29,15 @@ corpus stored in the model file.`)
 	split := fs.String("split", "val", "which part of the corpus: val, train or all")
 	batch := fs.Int("batch", 16, "windows per forward pass")
 	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *threads < 0 || *threads > 4096 {
+		return fmt.Errorf("--threads must be between 0 and 4096")
+	}
+	if *threads > 0 {
+		runtime.GOMAXPROCS(*threads) // before the backend starts its workers
 	}
 	if *modelPath == "" {
 		return fmt.Errorf("--model is required")
@@ -264,8 +272,15 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	warmup := fs.Int("warmup", 2, "untimed warm-up steps per preset")
 	asJSON := fs.Bool("json", false, "print one JSON object per preset")
 	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *threads < 0 || *threads > 4096 {
+		return fmt.Errorf("--threads must be between 0 and 4096")
+	}
+	if *threads > 0 {
+		runtime.GOMAXPROCS(*threads) // before the backend starts its workers
 	}
 	if *steps < 1 || *steps > 100000 || *warmup < 0 || *warmup > 100000 {
 		return fmt.Errorf("--steps must be between 1 and 100000 and --warmup between 0 and 100000")
@@ -287,10 +302,10 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 		return err
 	}
 	// Rows are printed as each preset finishes, so the columns have fixed widths.
-	const row = "%-9s %12s %10s %10s %10s %9s\n"
+	const row = "%-9s %12s %10s %10s %10s %9s %12s\n"
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "backend %s\n", be.Describe())
-		fmt.Fprintf(e.stdout, row, "preset", "params", "batch×ctx", "ms/step", "tokens/s", "GFLOP/s")
+		fmt.Fprintf(e.stdout, row, "preset", "params", "batch×ctx", "ms/step", "tokens/s", "GFLOP/s", "decode tok/s")
 	}
 	enc := json.NewEncoder(e.stdout)
 	for _, p := range list {
@@ -305,7 +320,8 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			continue
 		}
 		fmt.Fprintf(e.stdout, row, r.Preset, commas(r.Params), fmt.Sprintf("%d×%d", r.Batch, r.Ctx),
-			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs))
+			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs),
+			commas(int(r.DecodeTokensPerS)))
 	}
 	return nil
 }

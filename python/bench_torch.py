@@ -1,0 +1,148 @@
+"""Times TinyGPT training steps in PyTorch, the peer we measure ourselves against.
+
+The model is the reference model of reference.py (same parameters, shapes, init, tied head,
+exact-erf GELU), written the way a PyTorch user would write it for speed: parameters as leaf
+tensors, fused scaled-dot-product attention with a causal mask, torch.optim.AdamW with the
+decay groups of DESIGN.md §3, and global-norm clipping at 1.0. A step is zero_grad, forward,
+cross-entropy, backward, clip, AdamW, on random tokens, exactly what `tinygpt bench` times.
+
+    python bench_torch.py --presets tiny,small --threads 16            # CPU
+    python bench_torch.py --device cuda --mode compile                  # GPU
+
+Prints one JSON object per preset: preset, device, mode, threads, batch, ctx, median ms/step
+(ms_per_step), min_ms, steps, and the mean loss of the timed steps (a sanity check: about
+ln 256 = 5.5 for random tokens).
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import reference as ref
+
+# name: (layers, d_model, ctx, batch), DESIGN.md §3.
+PRESETS = {
+    "tiny": (2, 48, 32, 16),
+    "small": (3, 96, 64, 16),
+    "medium": (4, 128, 96, 16),
+    "large": (6, 192, 128, 12),
+    "xl": (8, 256, 128, 8),
+    "huge": (12, 256, 256, 8),
+    "massive": (14, 384, 256, 4),
+    "mega": (14, 384, 512, 2),
+    "behemoth": (24, 1280, 512, 1),
+}
+
+
+def config(name):
+    L, C, ctx, batch = PRESETS[name]
+    return ref.Config(ctx=ctx, layers=L, d_model=C, heads=ref.default_heads(C), d_mlp=4 * C), batch
+
+
+def forward(p, cfg, idx):
+    """The reference forward with fused attention; idx [B, T] -> logits [B, T, 256]."""
+    B, T = idx.shape
+    C, H, D = cfg.d_model, cfg.heads, cfg.head_dim
+    x = p["token_embedding.weight"][idx] + p["position_embedding.weight"][:T]
+    for i in range(cfg.layers):
+        b = f"blocks.{i}."
+        h = F.layer_norm(x, (C,), p[b + "ln1.weight"], p[b + "ln1.bias"], ref.LN_EPS)
+        q = h @ p[b + "attn.q_proj.weight"] + p[b + "attn.q_proj.bias"]
+        k = h @ p[b + "attn.k_proj.weight"] + p[b + "attn.k_proj.bias"]
+        v = h @ p[b + "attn.v_proj.weight"] + p[b + "attn.v_proj.bias"]
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2.0
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+            y = att.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
+        x = x + (y @ p[b + "attn.o_proj.weight"] + p[b + "attn.o_proj.bias"])
+        h = F.layer_norm(x, (C,), p[b + "ln2.weight"], p[b + "ln2.bias"], ref.LN_EPS)
+        h = F.gelu(h @ p[b + "mlp.fc_in.weight"] + p[b + "mlp.fc_in.bias"])
+        x = x + (h @ p[b + "mlp.fc_out.weight"] + p[b + "mlp.fc_out.bias"])
+    x = F.layer_norm(x, (C,), p["ln_final.weight"], p["ln_final.bias"], ref.LN_EPS)
+    return x @ p["token_embedding.weight"].T
+
+
+def bench(name, device, mode, steps, warmup):
+    cfg, batch = config(name)
+    state = ref.init_state(cfg, seed=1, dtype=torch.float32, device=device)
+    params = {n: t.requires_grad_(True) for n, t in state.params.items()}
+    decay = {s.name for s in ref.param_table(cfg) if s.decay}
+    groups = [
+        {"params": [t for n, t in params.items() if n in decay], "weight_decay": 0.1},
+        {"params": [t for n, t in params.items() if n not in decay], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    gen = torch.Generator().manual_seed(0)
+
+    def loss_of(rows):
+        logits = forward(params, cfg, rows[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, ref.VOCAB), rows[:, 1:].reshape(-1))
+
+    if mode == "eager":
+        loss_step = loss_of
+    elif mode == "compile":
+        loss_step = torch.compile(loss_of)
+    else:
+        loss_step = torch.compile(loss_of, mode="reduce-overhead")
+
+    def step(rows):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_step(rows)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+        opt.step()
+        return loss
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    times, losses = [], []
+    for i in range(warmup + steps):
+        rows = torch.randint(0, ref.VOCAB, (batch, cfg.ctx + 1), generator=gen).to(device)
+        sync()
+        t0 = time.perf_counter()
+        loss = step(rows)
+        sync()
+        dt = time.perf_counter() - t0
+        if i >= warmup:
+            times.append(dt * 1e3)
+            losses.append(loss.item())
+    return {
+        "preset": name, "device": device, "mode": mode, "threads": torch.get_num_threads(),
+        "batch": batch, "ctx": cfg.ctx, "params": ref.num_params(cfg),
+        "ms_per_step": statistics.median(times), "min_ms": min(times), "steps": steps,
+        "loss": sum(losses) / len(losses),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--presets", default="tiny,small,medium,large,xl")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--mode", default="eager", choices=["eager", "compile", "reduce-overhead"])
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch's default)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    a = ap.parse_args(argv)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    for name in a.presets.split(","):
+        r = bench(name.strip(), a.device, a.mode, a.steps, a.warmup)
+        if not math.isfinite(r["loss"]):
+            sys.exit(f"{name}: loss is not finite")
+        print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
