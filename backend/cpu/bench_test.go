@@ -81,3 +81,25 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+type spinTask struct{ sink []float32 }
+
+func (t *spinTask) run(w, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		x := float32(i)
+		for range 200 { // about 0.2 µs
+			x = x*0.999 + 1
+		}
+		t.sink[w*16] += x
+	}
+}
+
+// BenchmarkPoolLoop measures the cost of one parallel loop of one tiny chunk per worker: the
+// synchronisation overhead that every kernel call pays.
+func BenchmarkPoolLoop(b *testing.B) {
+	p := defaultPool()
+	t := &spinTask{sink: make([]float32, 16*p.workers)}
+	for i := 0; i < b.N; i++ {
+		p.Run(t, p.workers, 1, 1<<20)
+	}
+}

@@ -38,17 +38,19 @@ type Backend struct {
 	bpack   []float32   // op(B) of the product in flight, when it must be copied
 
 	// Loop bodies, reused by every call (see task).
-	mm      matmulTask
-	pb      packBTask
-	enc     encoderTask
-	ln      layerNormTask
-	bias    biasTask
-	elem    elemTask
-	ce      crossEntropyTask
-	attn    attentionTask
-	sumsq   sumsqTask
-	adam    adamTask
-	partial []float64 // per-chunk partial sums for SumSquares
+	mm          matmulTask
+	pb          packBTask
+	enc         encoderTask
+	ln          layerNormTask
+	bias        biasTask
+	elem        elemTask
+	ce          crossEntropyTask
+	attn        attentionTask
+	sumsq       sumsqTask
+	adam        adamTask
+	partial     []float64 // per-chunk partial sums for SumSquares
+	reduce      reduceTask
+	partialCols []float32 // per-row-block column sums (see sumRows)
 }
 
 // New returns a CPU backend that uses every core (GOMAXPROCS goroutines).

@@ -74,8 +74,9 @@ const lnEps = 1e-5
 type layerNormTask struct {
 	out, mean, rstd, in, g, b []float32
 	din, dg, db, dout         []float32
+	partial                   []float32 // backward: [row blocks, 2C], dg then db sums
 	N, C                      int
-	backward, paramsOnlyPass  bool
+	backward                  bool
 }
 
 // LayerNorm implements backend.Backend.
@@ -85,15 +86,15 @@ func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int)
 	be.pool.Run(t, N, 8, 8*C)
 }
 
-// LayerNormBackward implements backend.Backend. One pass over rows writes the input gradient;
-// a second pass over column blocks sums the parameter gradients in row order.
+// LayerNormBackward implements backend.Backend. One pass over blocks of rows writes the input
+// gradient and each block's sums of the parameter gradients; a second pass adds those up.
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
 	t := &be.ln
 	*t = layerNormTask{din: f32(din), dg: f32(dg), db: f32(db), dout: f32(dout), in: f32(in), g: f32(g),
 		mean: f32(mean), rstd: f32(rstd), N: N, C: C, backward: true}
-	be.pool.Run(t, N, 8, 10*C)
-	t.paramsOnlyPass = true
-	be.pool.Run(t, tiles(C, colBlock), 1, 4*N*colBlock)
+	t.partial = be.partials(N, 2*C)
+	be.pool.Run(t, tiles(N, sumRows), 1, 14*sumRows*C)
+	be.reduceColumns(t.partial, t.dg[:C], t.db[:C])
 }
 
 func (t *layerNormTask) run(_, lo, hi int) {
@@ -120,40 +121,42 @@ func (t *layerNormTask) run(_, lo, hi int) {
 			}
 			t.mean[r], t.rstd[r] = m, s
 		}
-	case !t.paramsOnlyPass:
-		for r := lo; r < hi; r++ {
-			x := t.in[r*C : r*C+C]
-			dy := t.dout[r*C : r*C+C]
-			dx := t.din[r*C : r*C+C]
-			g := t.g[:C]
-			m, s := t.mean[r], t.rstd[r]
-			var dnormMean, dnormNormMean float32
-			for i, v := range x {
-				norm := (v - m) * s
-				dnorm := dy[i] * g[i]
-				dnormMean += dnorm
-				dnormNormMean += dnorm * norm
-			}
-			dnormMean /= float32(C)
-			dnormNormMean /= float32(C)
-			for i, v := range x {
-				norm := (v - m) * s
-				dnorm := dy[i] * g[i]
-				dx[i] += (dnorm - dnormMean - norm*dnormNormMean) * s
-			}
-		}
 	default:
-		c0, c1 := lo*colBlock, min(hi*colBlock, C)
-		dg, db := t.dg[c0:c1], t.db[c0:c1]
-		for r := 0; r < t.N; r++ {
-			x := t.in[r*C+c0 : r*C+c1]
-			dy := t.dout[r*C+c0 : r*C+c1]
-			m, s := t.mean[r], t.rstd[r]
-			for i, v := range x {
-				dg[i] += dy[i] * ((v - m) * s)
-				db[i] += dy[i]
+		for blk := lo; blk < hi; blk++ {
+			pg := t.partial[blk*2*C : blk*2*C+C]
+			pb := t.partial[blk*2*C+C : blk*2*C+2*C]
+			clear(pg)
+			clear(pb)
+			for r := blk * sumRows; r < min((blk+1)*sumRows, t.N); r++ {
+				t.backwardRow(r, pg, pb)
 			}
 		}
+	}
+}
+
+// backwardRow adds row r's input gradient into din and its parameter gradients into pg, pb.
+func (t *layerNormTask) backwardRow(r int, pg, pb []float32) {
+	C := t.C
+	x := t.in[r*C : r*C+C]
+	dy := t.dout[r*C : r*C+C]
+	dx := t.din[r*C : r*C+C]
+	g := t.g[:C]
+	m, s := t.mean[r], t.rstd[r]
+	var dnormMean, dnormNormMean float32
+	for i, v := range x {
+		norm := (v - m) * s
+		dnorm := dy[i] * g[i]
+		dnormMean += dnorm
+		dnormNormMean += dnorm * norm
+		pg[i] += dy[i] * norm
+		pb[i] += dy[i]
+	}
+	dnormMean /= float32(C)
+	dnormNormMean /= float32(C)
+	for i, v := range x {
+		norm := (v - m) * s
+		dnorm := dy[i] * g[i]
+		dx[i] += (dnorm - dnormMean - norm*dnormNormMean) * s
 	}
 }
 
@@ -161,6 +164,7 @@ func (t *layerNormTask) run(_, lo, hi int) {
 
 type biasTask struct {
 	out, bias, dout []float32
+	partial         []float32 // backward: [row blocks, C] column sums
 	N, C            int
 	backward        bool
 }
@@ -172,11 +176,13 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 	be.pool.Run(t, N, 16, C)
 }
 
-// BiasBackward implements backend.Backend.
+// BiasBackward implements backend.Backend: column sums of dout by row blocks, then reduced.
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	t := &be.bias
 	*t = biasTask{bias: f32(dbias), dout: f32(dout), N: N, C: C, backward: true}
-	be.pool.Run(t, tiles(C, colBlock), 1, N*colBlock)
+	t.partial = be.partials(N, C)
+	be.pool.Run(t, tiles(N, sumRows), 1, sumRows*C)
+	be.reduceColumns(t.partial, t.bias[:C], nil)
 }
 
 func (t *biasTask) run(_, lo, hi int) {
@@ -191,11 +197,56 @@ func (t *biasTask) run(_, lo, hi int) {
 		}
 		return
 	}
-	c0, c1 := lo*colBlock, min(hi*colBlock, C)
-	db := t.bias[c0:c1]
-	for r := 0; r < t.N; r++ {
-		for i, v := range t.dout[r*C+c0 : r*C+c1] {
-			db[i] += v
+	for blk := lo; blk < hi; blk++ {
+		db := t.partial[blk*C : blk*C+C]
+		clear(db)
+		for r := blk * sumRows; r < min((blk+1)*sumRows, t.N); r++ {
+			for i, v := range t.dout[r*C : r*C+C] {
+				db[i] += v
+			}
+		}
+	}
+}
+
+// sumRows is the number of rows whose column sums one chunk of a reduction over rows forms (a
+// bias or LayerNorm parameter gradient). It is fixed, not derived from the worker count, and the
+// blocks' sums are then added in block order, so results are the same on every machine.
+const sumRows = 32
+
+// partials returns the Backend's scratch for the per-block column sums of an [N, width] matrix,
+// [tiles(N, sumRows), width].
+func (be *Backend) partials(N, width int) []float32 {
+	n := tiles(N, sumRows) * width
+	grow(&be.partialCols, n)
+	return be.partialCols[:n]
+}
+
+// reduceTask adds the column sums of partial [blocks, len(dst1)+len(dst2)], taken in block
+// order, into dst1 (the first columns) and dst2 (the rest).
+type reduceTask struct {
+	partial, dst1, dst2 []float32
+}
+
+// reduceColumns adds Σ_blocks partial[block, :] into dst1 followed by dst2 (which may be nil).
+func (be *Backend) reduceColumns(partial, dst1, dst2 []float32) {
+	t := &be.reduce
+	t.partial, t.dst1, t.dst2 = partial, dst1, dst2
+	W := len(dst1) + len(dst2)
+	be.pool.Run(t, tiles(W, 16), 1, len(partial)/W*16)
+}
+
+func (t *reduceTask) run(_, lo, hi int) {
+	n1 := len(t.dst1)
+	W := n1 + len(t.dst2)
+	for c := lo * 16; c < min(hi*16, W); c++ {
+		var s float32
+		for b := 0; b < len(t.partial)/W; b++ {
+			s += t.partial[b*W+c]
+		}
+		if c < n1 {
+			t.dst1[c] += s
+		} else {
+			t.dst2[c-n1] += s
 		}
 	}
 }

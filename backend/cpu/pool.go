@@ -20,16 +20,17 @@ type task interface {
 //
 // A loop waits for its chunks, not for its helpers: a helper that wakes late (its thread
 // descheduled because the machine is busy) finds no chunk left and goes back to sleep, and the
-// caller has long moved on. Chunks are claimed by compare-and-swap on a word that holds the
-// loop's generation and the next chunk index, so a late helper can never claim a chunk of a
-// later loop with the state of an earlier one: the word also holds the loop's chunk count, so
-// that checking for a chunk and claiming it is one atomic step.
+// caller has long moved on. Chunks are claimed by one atomic add on a word that holds the loop's
+// generation, chunk count and next chunk index: the value the add returns says which loop the
+// claimed chunk belongs to and whether it exists, so a late helper can never take a chunk of a
+// later loop for one of an earlier loop, and a loop's fields stay valid while any of its chunks
+// is running. (An add, unlike a compare-and-swap, never has to be retried, which matters when
+// sixteen cores claim at once.)
 //
 // A training step is a few hundred parallel loops of tens of microseconds each, so waking a
 // sleeping goroutine (several microseconds, more on a busy machine) for each would cost as much
 // as the work. Helpers therefore watch for the next loop for spinTime after finishing one before
-// they go to sleep, and the caller watches for its chunks to complete before it sleeps on done;
-// both yield the processor while they watch, so a busy machine loses little.
+// they go to sleep, and the caller watches for its chunks to complete before it sleeps on done.
 type pool struct {
 	mu       sync.Mutex // one parallel loop at a time
 	workers  int
@@ -45,8 +46,13 @@ type pool struct {
 	done      chan struct{} // receives one value when the last chunk of a loop completes
 }
 
-// chunkMask bounds a loop's chunk count and index, 20 bits each in the claim word.
-const chunkMask = 1<<20 - 1
+// chunkMask masks a loop's chunk count and index, 20 bits each in the claim word. A loop has at
+// most maxChunks chunks, so that the index, which every worker may push one past the count,
+// never overflows into the count.
+const (
+	chunkMask = 1<<20 - 1
+	maxChunks = 1 << 19
+)
 
 var (
 	sharedPoolOnce sync.Once
@@ -99,33 +105,31 @@ func (p *pool) hasWork() bool {
 	return v&chunkMask < v>>20&chunkMask
 }
 
-// spin calls ready, yielding the processor between calls, until it returns true (spin returns
-// true) or spinTime has passed (false).
+// spin calls ready until it returns true (spin returns true) or spinTime has passed (false).
+// It busy-waits: yielding to the Go scheduler instead (runtime.Gosched) sends every watching
+// goroutine through the global run queue, whose lock then costs more than the loops.
 func spin(ready func() bool) bool {
 	start := time.Now()
 	for i := 0; ; i++ {
 		if ready() {
 			return true
 		}
-		if i&15 == 15 && time.Since(start) > spinTime {
+		if i&255 == 255 && time.Since(start) > spinTime {
 			return false
 		}
-		runtime.Gosched()
 	}
 }
 
 // drain claims and runs chunks of the current loop until none is left.
 func (p *pool) drain(w int) {
-	for {
-		v := p.claim.Load()
+	for p.hasWork() {
+		v := p.claim.Add(1) - 1
 		idx, nchunks := v&chunkMask, v>>20&chunkMask
 		if idx >= nchunks {
 			return
 		}
-		// Success proves v is still the current loop's word, so the fields below are its.
-		if !p.claim.CompareAndSwap(v, v+1) {
-			continue
-		}
+		// Chunk idx of the loop of word v is ours, so that loop is still in flight and the
+		// fields below are its.
 		lo := int(idx) * p.chunk
 		p.t.run(w, lo, min(lo+p.chunk, p.n))
 		if p.completed.Add(1) == nchunks {
@@ -143,8 +147,8 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	if chunk < 1 {
 		chunk = 1
 	}
-	if (n+chunk-1)/chunk > chunkMask {
-		chunk = (n + chunkMask - 1) / chunkMask
+	if (n+chunk-1)/chunk > maxChunks {
+		chunk = (n + maxChunks - 1) / maxChunks
 	}
 	nchunks := (n + chunk - 1) / chunk
 	helpers := min(p.workers, nchunks) - 1
