@@ -107,6 +107,10 @@ type Backend interface {
 	// MatMul computes C = op(A)·op(B) for the given layout (see Layout), C of shape [M, N] with
 	// inner dimension K. With accumulate it adds into C instead of overwriting it.
 	MatMul(c, a, b Tensor, M, N, K int, l Layout, accumulate bool)
+	// Linear is a linear layer: out = in·w + bias for N rows, in [N, IC], w [IC, OC], bias [OC];
+	// the bias is added after the product, as MatMul followed by AddBias would. When act is not
+	// nil it also writes act = GELU(out) (act may be out itself, losing the pre-activation).
+	Linear(out, act, in, w, bias Tensor, N, IC, OC int)
 	// AddBias adds bias [C] to each of the N rows of out.
 	AddBias(out, bias Tensor, N, C int)
 	// BiasBackward adds the column sums of dout [N, C] into dbias.

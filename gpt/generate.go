@@ -106,8 +106,7 @@ func (g *Generator) decode() {
 		m.linear(g.proj, g.att, lw.wo, lw.bo, 1, C, C)
 		be.Add(g.x, g.x, g.proj, C)
 		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln2G, lw.ln2B, 1, C)
-		m.linear(g.fch, g.ln, lw.fcW, lw.fcB, 1, C, F)
-		be.GELU(g.fch, g.fch, F)
+		be.Linear(g.fch, g.fch, g.ln, lw.fcW, lw.fcB, 1, C, F) // GELU in place
 		m.linear(g.proj, g.fch, lw.prW, lw.prB, 1, F, C)
 		be.Add(g.x, g.x, g.proj, C)
 	}

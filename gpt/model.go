@@ -282,8 +282,7 @@ func dropoutSeed(seed uint64, layer, site int) uint64 {
 
 // linear computes out = in·W + b for N rows, in [N, IC], W [IC, OC].
 func (m *Model) linear(out, in, w, b backend.Tensor, N, IC, OC int) {
-	m.be.MatMul(out, in, w, N, OC, IC, backend.NN, false)
-	m.be.AddBias(out, b, N, OC)
+	m.be.Linear(out, nil, in, w, b, N, IC, OC)
 }
 
 // linearBackward adds the weight and bias gradients of out = in·W + b into dw, db and writes
@@ -324,8 +323,7 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 		be.Add(a.res2, x, a.attProj, N*C)
 		// MLP branch: res2 + fc_out(GELU(fc_in(LN2(res2)))).
 		be.LayerNorm(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, lw.ln2G, lw.ln2B, N, C)
-		m.linear(a.fch, a.ln2, lw.fcW, lw.fcB, N, C, F)
-		be.GELU(a.fchGELU, a.fch, N*F)
+		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // and fchGELU = GELU(fch)
 		m.linear(a.fcProj, a.fchGELU, lw.prW, lw.prB, N, F, C)
 		be.Dropout(a.fcProj, a.fcProj, N*C, p, dropoutSeed(seed, l, siteMLP))
 		be.Add(ws.res[l+1], a.res2, a.fcProj, N*C)

@@ -656,3 +656,31 @@ func TestElementwiseAccuracy(t *testing.T) {
 		}
 	}
 }
+
+func TestLinear(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, be := range backends() {
+		for _, s := range [][3]int{{1, 48, 48}, {7, 13, 5}, {100, 384, 96}, {37, 40, 300}} {
+			N, IC, OC := s[0], s[1], s[2]
+			in, w, b := round64(randVec(rng, N*IC, 1)), round64(randVec(rng, IC*OC, 1)), round64(randVec(rng, OC, 1))
+			want := matmul64(in, w, N, OC, IC, backend.NN)
+			wantAct := make([]float64, len(want))
+			for i := range want {
+				want[i] += b[i%OC]
+				wantAct[i] = gelu64(want[i])
+			}
+			name := fmt.Sprintf("%s/%dx%dx%d", be.kern.name, N, IC, OC)
+			tol := 1e-5 * math.Sqrt(float64(IC)+1)
+			out, act := be.Alloc(N*OC), be.Alloc(N*OC)
+			be.Upload(out, to32(randVec(rng, N*OC, 1e6))) // garbage must be overwritten
+			wt, bt, it := upload(be, w), upload(be, b), upload(be, in)
+			be.Linear(out, act, it, wt, bt, N, IC, OC)
+			assertClose(t, name+"/out", download(be, out), want, tol)
+			assertClose(t, name+"/act", download(be, act), wantAct, tol)
+			be.Linear(out, nil, it, wt, bt, N, IC, OC)
+			assertClose(t, name+"/no act", download(be, out), want, tol)
+			be.Linear(out, out, it, wt, bt, N, IC, OC)
+			assertClose(t, name+"/in place", download(be, out), wantAct, tol)
+		}
+	}
+}

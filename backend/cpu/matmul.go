@@ -97,6 +97,7 @@ type matmulTask struct {
 	be         *Backend
 	c, a       []float32
 	bias       []float32
+	act        []float32 // if not nil, GELU(C) is written here, tile by tile
 	M, N, K    int
 	accumulate bool
 	rs, ks     int  // strides of op(A): element (i, k) is a[i·rs + k·ks]
@@ -107,11 +108,22 @@ type matmulTask struct {
 
 // MatMul implements backend.Backend.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], nil, M, N, K, l, accumulate)
+	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], nil, nil, M, N, K, l, accumulate)
 }
 
-// matmul computes c (+)= op(a)·op(b) (+ bias), the bias added to every row after the sum.
-func (be *Backend) matmul(c, a, b, bias []float32, M, N, K int, l backend.Layout, accumulate bool) {
+// Linear implements backend.Backend. The GELU is applied to each tile of the output as soon as
+// it is complete, while it is still in the cache.
+func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
+	var a []float32
+	if act != nil {
+		a = f32(act)[:N*OC]
+	}
+	be.matmul(f32(out)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC], f32(bias)[:OC], a, N, OC, IC, backend.NN, false)
+}
+
+// matmul computes c (+)= op(a)·op(b) (+ bias), the bias added to every row after the sum, and
+// act = GELU(c) when act is not nil.
+func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.Layout, accumulate bool) {
 	if K == 0 {
 		if !accumulate {
 			clear(c)
@@ -121,10 +133,13 @@ func (be *Backend) matmul(c, a, b, bias []float32, M, N, K int, l backend.Layout
 				c[i*N+j] += v
 			}
 		}
+		if act != nil {
+			geluSlice(act, c)
+		}
 		return
 	}
 	t := &be.mm
-	t.be, t.c, t.a, t.bias = be, c, a, bias
+	t.be, t.c, t.a, t.bias, t.act = be, c, a, bias, act
 	t.M, t.N, t.K, t.accumulate = M, N, K, accumulate
 	if l == backend.TN { // A is [K, M]
 		t.rs, t.ks = 1, M
@@ -175,6 +190,11 @@ func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
 	b := t.b
 	b.b = b.b[j0/t.be.kern.nr*b.ps:]
 	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, b, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
+	if t.act != nil {
+		for i := i0; i < i0+mc; i++ {
+			geluSlice(t.act[i*t.N+j0:i*t.N+j0+nc], t.c[i*t.N+j0:])
+		}
+	}
 }
 
 // A bMat is the B operand of gemm, read by the micro-kernel in panels of NR columns: B[k, j] is
