@@ -21,22 +21,22 @@ type Param struct {
 
 // ParamTable lists c's parameters in file order: token_embedding, position_embedding,
 // ln_final weight and bias, then per block ln1, q, k, v, o projections, ln2, fc_in, fc_out.
-// The second result is the size of the flat tensor holding them all, with each parameter's
-// offset rounded up to backend.SliceAlign.
+// The second result is the size of the flat tensor holding them all. In the flat tensor the
+// parameters with weight decay come first (so that the optimizer updates each group in one
+// pass; see DecayEnd), each group in file order, each offset rounded up to backend.SliceAlign.
 func ParamTable(c Config) ([]Param, int) {
 	C, L := c.DModel, c.Layers
 	std := 0.02
 	projStd := 0.02 / math.Sqrt(2*float64(L))
 	var ps []Param
-	off, fileOff := 0, 0
+	fileOff := 0
 	add := func(name string, shape []int, decay bool, initStd float64, initValue float32) {
 		n := 1
 		for _, d := range shape {
 			n *= d
 		}
-		ps = append(ps, Param{Name: name, Shape: shape, Size: n, Offset: off, FileOffset: fileOff,
+		ps = append(ps, Param{Name: name, Shape: shape, Size: n, FileOffset: fileOff,
 			Decay: decay, InitStd: initStd, InitValue: initValue})
-		off += (n + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
 		fileOff += n
 	}
 	weight := func(name string, in, out int, initStd float64) {
@@ -61,7 +61,28 @@ func ParamTable(c Config) ([]Param, int) {
 		weight(p+"mlp.fc_in", C, c.DMlp, std)
 		weight(p+"mlp.fc_out", c.DMlp, C, projStd)
 	}
+	off := 0
+	for _, decay := range []bool{true, false} {
+		for i := range ps {
+			if ps[i].Decay == decay {
+				ps[i].Offset = off
+				off += (ps[i].Size + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
+			}
+		}
+	}
 	return ps, off
+}
+
+// DecayEnd returns the flat offset where the parameters without weight decay begin: the flat
+// tensor's elements before it belong to parameters with decay (or are zero padding).
+func DecayEnd(ps []Param) int {
+	end := 0
+	for _, p := range ps {
+		if p.Decay {
+			end = max(end, p.Offset+(p.Size+backend.SliceAlign-1)/backend.SliceAlign*backend.SliceAlign)
+		}
+	}
+	return end
 }
 
 // tensors are views of one flat tensor (weights, gradients, or a moment) per parameter, named

@@ -20,12 +20,16 @@ const (
 // global-norm gradient clipping. Its moments live on the model's backend, laid out like the
 // model's flat weights.
 type Optimizer struct {
-	m     *gpt.Model
-	be    backend.Backend
-	M, V  backend.Tensor
-	mv    []backend.Tensor // per-parameter views: moment 1 then moment 2 for each parameter
-	wv    []backend.Tensor
-	gv    []backend.Tensor
+	m    *gpt.Model
+	be   backend.Backend
+	M, V backend.Tensor
+	// The two groups of the flat tensors (with and without weight decay): views of the
+	// weights, gradients and moments of each, and their sizes.
+	groups [2]struct {
+		w, g, m, v backend.Tensor
+		n          int
+		decay      bool
+	}
 	sumsq backend.Tensor
 	host  []float32
 
@@ -39,10 +43,17 @@ func NewOptimizer(m *gpt.Model) *Optimizer {
 	be := m.Backend()
 	o := &Optimizer{m: m, be: be, M: be.Alloc(m.FlatSize()), V: be.Alloc(m.FlatSize()),
 		sumsq: be.Alloc(1), host: make([]float32, 1), Clip: GradClip, WeightDecay: WeightDecay}
-	for _, p := range m.Params {
-		o.mv = append(o.mv, be.Slice(o.M, p.Offset, p.Size), be.Slice(o.V, p.Offset, p.Size))
-		o.wv = append(o.wv, be.Slice(m.WeightsTensor(), p.Offset, p.Size))
-		o.gv = append(o.gv, be.Slice(m.GradsTensor(), p.Offset, p.Size))
+	split := gpt.DecayEnd(m.Params)
+	bounds := [3]int{0, split, m.FlatSize()}
+	for i := range o.groups {
+		g := &o.groups[i]
+		off, n := bounds[i], bounds[i+1]-bounds[i]
+		g.n, g.decay = n, i == 0
+		if n == 0 {
+			continue
+		}
+		g.w, g.g = be.Slice(m.WeightsTensor(), off, n), be.Slice(m.GradsTensor(), off, n)
+		g.m, g.v = be.Slice(o.M, off, n), be.Slice(o.V, off, n)
 	}
 	return o
 }
@@ -95,12 +106,16 @@ func (o *Optimizer) ComputeNorm() {
 func (o *Optimizer) Apply(lr float32) {
 	o.Step++
 	h := backend.AdamParams{LR: lr, Beta1: Beta1, Beta2: Beta2, Eps: Eps, Clip: o.Clip, Step: o.Step}
-	for i, p := range o.m.Params {
+	for _, g := range o.groups {
+		if g.n == 0 {
+			continue
+		}
 		h.WeightDecay = 0
-		if p.Decay {
+		if g.decay {
 			h.WeightDecay = o.WeightDecay
 		}
-		o.be.AdamW(o.wv[i], o.gv[i], o.mv[2*i], o.mv[2*i+1], o.sumsq, p.Size, h)
+		// The zero padding between parameters stays zero: its gradient and moments are zero.
+		o.be.AdamW(g.w, g.g, g.m, g.v, o.sumsq, g.n, h)
 	}
 }
 

@@ -1,0 +1,143 @@
+package train
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
+	"tinygpt/gpt"
+)
+
+// timedBackend wraps the CPU backend and adds up the wall time of each kernel, by kernel and
+// shape, to see where a training step's time goes.
+type timedBackend struct {
+	*cpu.Backend
+	total map[string]time.Duration
+	calls map[string]int
+}
+
+func (b *timedBackend) time(name string, start time.Time) {
+	b.total[name] += time.Since(start)
+	b.calls[name]++
+}
+
+func (b *timedBackend) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int) {
+	defer b.time("Encoder", time.Now())
+	b.Backend.Encoder(out, tok, wte, wpe, B, T, pos0, C)
+}
+func (b *timedBackend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C int) {
+	defer b.time("EncoderBackward", time.Now())
+	b.Backend.EncoderBackward(dwte, dwpe, dout, tok, B, T, C)
+}
+func (b *timedBackend) LayerNorm(out, mean, rstd, in, g, bb backend.Tensor, N, C int) {
+	defer b.time("LayerNorm", time.Now())
+	b.Backend.LayerNorm(out, mean, rstd, in, g, bb, N, C)
+}
+func (b *timedBackend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
+	defer b.time("LayerNormBackward", time.Now())
+	b.Backend.LayerNormBackward(din, dg, db, dout, in, g, mean, rstd, N, C)
+}
+func (b *timedBackend) MatMul(c, a, bb backend.Tensor, M, N, K int, l backend.Layout, acc bool) {
+	defer b.time(fmt.Sprintf("MatMul %s %dx%dx%d", l, M, N, K), time.Now())
+	b.Backend.MatMul(c, a, bb, M, N, K, l, acc)
+}
+func (b *timedBackend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
+	defer b.time(fmt.Sprintf("Linear %dx%dx%d gelu=%v", N, OC, IC, act != nil), time.Now())
+	b.Backend.Linear(out, act, in, w, bias, N, IC, OC)
+}
+func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
+	defer b.time("BiasBackward", time.Now())
+	b.Backend.BiasBackward(dbias, dout, N, C)
+}
+func (b *timedBackend) GELUBackward(din, in, dout backend.Tensor, n int) {
+	defer b.time("GELUBackward", time.Now())
+	b.Backend.GELUBackward(din, in, dout, n)
+}
+func (b *timedBackend) Add(out, x, y backend.Tensor, n int) {
+	defer b.time("Add", time.Now())
+	b.Backend.Add(out, x, y, n)
+}
+func (b *timedBackend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+	defer b.time("Dropout", time.Now())
+	b.Backend.Dropout(out, in, n, p, seed)
+}
+func (b *timedBackend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
+	defer b.time("Attention", time.Now())
+	b.Backend.Attention(out, lse, q, k, v, B, T, C, NH)
+}
+func (b *timedBackend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
+	defer b.time("AttentionBackward", time.Now())
+	b.Backend.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+}
+func (b *timedBackend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
+	defer b.time("CrossEntropy", time.Now())
+	b.Backend.CrossEntropy(losses, dlogits, logits, targets, N, V, scale)
+}
+func (b *timedBackend) SumSquares(acc, x backend.Tensor, n int) {
+	defer b.time("SumSquares", time.Now())
+	b.Backend.SumSquares(acc, x, n)
+}
+func (b *timedBackend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+	defer b.time("AdamW", time.Now())
+	b.Backend.AdamW(p, g, m, v, sumsq, n, h)
+}
+func (b *timedBackend) Zero(t backend.Tensor, n int) {
+	defer b.time("Zero", time.Now())
+	b.Backend.Zero(t, n)
+}
+
+// TestKernelBreakdown prints, for the preset in TINYGPT_PROFILE_PRESET, the wall time per
+// training step of each kernel and shape, largest first. It is a measuring tool and skips
+// unless that variable is set.
+func TestKernelBreakdown(t *testing.T) {
+	name := os.Getenv("TINYGPT_PROFILE_PRESET")
+	if name == "" {
+		t.Skip("set TINYGPT_PROFILE_PRESET=small (for example) to print a per-kernel breakdown")
+	}
+	p, err := gpt.PresetByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := &timedBackend{Backend: cpu.New(), total: map[string]time.Duration{}, calls: map[string]int{}}
+	m, _ := gpt.New(be, p.Config)
+	m.SetWeights(gpt.InitWeights(p.Config, 1))
+	o := NewOptimizer(m)
+	n := p.Batch * p.Ctx
+	in, tg := make([]int32, n), make([]int32, n)
+	for i := range in {
+		in[i], tg[i] = int32(i*7%256), int32(i*13%256)
+	}
+	batch := gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: in, Targets: tg}
+	step := func() {
+		m.ZeroGrads()
+		m.TrainForward(batch, 0, 0)
+		m.Backward()
+		o.Update(3e-4)
+	}
+	for range 3 {
+		step()
+	}
+	clear(be.total)
+	clear(be.calls)
+	const steps = 20
+	start := time.Now()
+	for range steps {
+		step()
+	}
+	wall := time.Since(start) / steps
+	var names []string
+	var sum time.Duration
+	for k, d := range be.total {
+		names = append(names, k)
+		sum += d
+	}
+	slices.SortFunc(names, func(a, b string) int { return int(be.total[b] - be.total[a]) })
+	fmt.Printf("%s on %s: %v per step, %v in kernels\n", name, be.Describe(), wall, sum/steps)
+	for _, k := range names {
+		fmt.Printf("%10.3f ms %5.1f%% %4d calls  %s\n", float64(be.total[k]/steps)/1e6, 100*float64(be.total[k])/float64(sum), be.calls[k]/steps, k)
+	}
+}
