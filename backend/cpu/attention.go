@@ -76,7 +76,7 @@ func grow(buf *[]float32, n int) {
 func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
 	t := be.attention(attnForward, B, T, C, NH)
 	t.out, t.lse, t.q, t.k, t.v = f32(out), f32(lse), f32(q), f32(k), f32(v)
-	be.pool.Run(t, B*NH, 1, 2*T*T*C/NH)
+	be.pool.Run(t, B*NH, 1, 2*T*T*C/NH/32)
 }
 
 // AttentionBackward implements backend.Backend.
@@ -84,7 +84,7 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 	t := be.attention(attnBackward, B, T, C, NH)
 	t.dq, t.dk, t.dv, t.dout = f32(dq), f32(dk), f32(dv), f32(dout)
 	t.q, t.k, t.v, t.out, t.lse = f32(q), f32(k), f32(v), f32(out), f32(lse)
-	be.pool.Run(t, B*NH, 1, 5*T*T*C/NH)
+	be.pool.Run(t, B*NH, 1, 5*T*T*C/NH/32)
 }
 
 // AttentionDecode implements backend.Backend.
@@ -94,7 +94,7 @@ func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Te
 	copy(vc[pos*C:pos*C+C], f32(vnew)[:C])
 	t := be.attention(attnDecode, 1, pos+1, C, NH)
 	t.out, t.q, t.k, t.v = f32(out), f32(q), kc, vc
-	be.pool.Run(t, NH, 1, 4*(pos+1)*C/NH)
+	be.pool.Run(t, NH, 1, 4*(pos+1)*C/NH/32)
 }
 
 func (t *attentionTask) run(w, lo, hi int) {

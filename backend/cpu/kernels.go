@@ -280,12 +280,12 @@ func (be *Backend) elementwise(op elemOp, out, a, b []float32, n int, cost int) 
 
 // GELU implements backend.Backend.
 func (be *Backend) GELU(out, in backend.Tensor, n int) {
-	be.elementwise(opGELU, f32(out), f32(in), nil, n, 20)
+	be.elementwise(opGELU, f32(out), f32(in), nil, n, 1)
 }
 
 // GELUBackward implements backend.Backend.
 func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
-	be.elementwise(opGELUBackward, f32(din), f32(in), f32(dout), n, 25)
+	be.elementwise(opGELUBackward, f32(din), f32(in), f32(dout), n, 2)
 }
 
 // Add implements backend.Backend.
@@ -472,7 +472,7 @@ func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor,
 			grow(&t.rows[w], V)
 		}
 	}
-	be.pool.Run(t, N, 8, 30*V)
+	be.pool.Run(t, N, 8, 4*V)
 }
 
 func (t *crossEntropyTask) run(w, lo, hi int) {

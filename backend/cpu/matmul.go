@@ -147,7 +147,7 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		t.rs, t.ks = K, 1
 	}
 	mr, nr := be.kern.mr, be.kern.nr
-	if l == backend.NT || N%nr != 0 || M >= packMinRows {
+	if l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols {
 		t.b = be.packB(b, N, K, l == backend.NT)
 	} else {
 		t.b = bMat{b: b, bs: N, ps: nr}
@@ -157,8 +157,8 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	// micro-kernel's block.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
-	for tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && (t.mc > 2*mr || t.nc > 2*nr) {
-		if t.mc >= t.nc && t.mc > 2*mr || t.nc <= 2*nr {
+	for tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && (t.mc > mr || t.nc > nr) {
+		if t.mc >= t.nc && t.mc > mr || t.nc <= nr {
 			t.mc = roundUp(t.mc/2, mr)
 		} else {
 			t.nc = roundUp(t.nc/2, nr)
@@ -166,7 +166,7 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 	t.tilesN = tiles(N, t.nc)
 	n := tiles(M, t.mc) * t.tilesN
-	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K)
+	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
 }
 
 func tiles(n, size int) int { return (n + size - 1) / size }
@@ -205,10 +205,14 @@ type bMat struct {
 	bs, ps int
 }
 
-// packMinRows is the number of rows of C from which B is packed even when it could be read in
-// place: packing costs one pass over B, and pays once several row blocks reuse each panel from
-// the L1 cache instead of gathering it from rows far apart.
-const packMinRows = 48
+// B is packed even when it could be read in place when C has at least packMinRows rows and B
+// more than packMinCols columns: packing costs one pass over B, and pays once several row
+// blocks reuse each panel from the L1 cache instead of gathering it from rows so far apart
+// (over 1 KB) that they compete for the same cache sets.
+const (
+	packMinRows = 48
+	packMinCols = 256
+)
 
 // gemm computes C (+)= A·B (+ bias) on the calling goroutine for an M×N block C with K ≥ 1,
 // where A[i, k] = a[i·rs + k·ks] and C[i, j] = c[i·ldc + j]. B must be readable (any finite
@@ -307,7 +311,7 @@ func (be *Backend) packB(b []float32, N, K int, trans bool) bMat {
 	}
 	t := &be.pb
 	t.dst, t.src, t.N, t.K, t.nr, t.trans = be.bpack[:size], b, N, K, nr, trans
-	be.pool.Run(t, tiles(N, nr), 1, K*nr)
+	be.pool.Run(t, tiles(N, nr), 1, K*nr/4)
 	return bMat{b: t.dst, bs: nr, ps: K * nr}
 }
 

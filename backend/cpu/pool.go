@@ -31,19 +31,39 @@ type task interface {
 // sleeping goroutine (several microseconds, more on a busy machine) for each would cost as much
 // as the work. Helpers therefore watch for the next loop for spinTime after finishing one before
 // they go to sleep, and the caller watches for its chunks to complete before it sleeps on done.
+//
+// The caller must not block on done when it need not: a goroutine made runnable by another
+// (the last helper to finish, sending on done) joins that goroutine's processor, which the
+// helper keeps busy while it watches for the next loop, so the caller would stall for a whole
+// spinTime. Only a caller that has announced it is waiting gets a value on done.
 type pool struct {
-	mu       sync.Mutex // one parallel loop at a time
-	workers  int
-	wake     []chan struct{}
-	sleeping []atomic.Bool // helper w is asleep (or about to be) on wake[w]
+	mu      sync.Mutex // one parallel loop at a time
+	workers int
+	gen     uint64 // generation of the latest loop; under mu
+	slots   []slot // per helper (slot 0, the caller's, is unused)
 
 	// The loop in flight. t, n and chunk are written before the loop is published in claim,
 	// and not changed until every chunk of it has completed.
-	t         task
-	n, chunk  int
+	t        task
+	n, chunk int
+
+	// The two counters that every worker updates each live on their own cache line.
+	_         [64]byte
 	claim     atomic.Uint64 // generation<<40 | chunk count<<20 | next chunk index
+	_         [56]byte
 	completed atomic.Uint64
-	done      chan struct{} // receives one value when the last chunk of a loop completes
+	_         [56]byte
+	waiting   atomic.Bool   // the caller has stopped watching completed and sleeps on done
+	done      chan struct{} // woken when the last chunk of a loop completes, if waiting
+}
+
+// slot is one helper's mailbox, alone on its cache line so that a helper watching for work
+// reads a line only the caller writes.
+type slot struct {
+	gen      atomic.Uint64 // the latest loop published to this helper
+	sleeping atomic.Bool   // asleep (or about to be) on wake
+	wake     chan struct{}
+	_        [40]byte
 }
 
 // chunkMask masks a loop's chunk count and index, 20 bits each in the claim word. A loop has at
@@ -69,9 +89,9 @@ func newPool(workers int) *pool {
 	if workers < 1 {
 		workers = 1
 	}
-	p := &pool{workers: workers, wake: make([]chan struct{}, workers), sleeping: make([]atomic.Bool, workers), done: make(chan struct{}, 1)}
+	p := &pool{workers: workers, slots: make([]slot, workers), done: make(chan struct{}, 1)}
 	for w := 1; w < workers; w++ {
-		p.wake[w] = make(chan struct{}, 1)
+		p.slots[w].wake = make(chan struct{}, 1)
 		go p.loop(w)
 	}
 	return p
@@ -81,21 +101,23 @@ func newPool(workers int) *pool {
 // end of its loop, before sleeping.
 const spinTime = 50 * time.Microsecond
 
+// loop is helper w: it waits for loops published to its slot and helps run them.
 func (p *pool) loop(w int) {
+	s := &p.slots[w]
+	var seen uint64
 	for {
+		if !spin(func() bool { return s.gen.Load() != seen }) {
+			// Announce the sleep, then look once more: Run publishes a loop before it reads
+			// sleeping, so either it sees this helper asleep and wakes it, or this look sees
+			// the loop. A stale wake-up only costs one more look.
+			s.sleeping.Store(true)
+			if s.gen.Load() == seen {
+				<-s.wake
+			}
+			s.sleeping.Store(false)
+		}
+		seen = s.gen.Load()
 		p.drain(w)
-		if spin(p.hasWork) {
-			continue
-		}
-		// Announce the sleep, then look once more: Run publishes a loop before it reads
-		// sleeping, so either it sees this helper asleep and wakes it, or this look sees the loop.
-		p.sleeping[w].Store(true)
-		if p.hasWork() {
-			p.sleeping[w].Store(false)
-			continue
-		}
-		<-p.wake[w]
-		p.sleeping[w].Store(false)
 	}
 }
 
@@ -132,14 +154,18 @@ func (p *pool) drain(w int) {
 		// fields below are its.
 		lo := int(idx) * p.chunk
 		p.t.run(w, lo, min(lo+p.chunk, p.n))
-		if p.completed.Add(1) == nchunks {
-			p.done <- struct{}{}
+		if p.completed.Add(1) == nchunks && p.waiting.Load() {
+			select {
+			case p.done <- struct{}{}:
+			default: // a wake-up is already pending
+			}
 		}
 	}
 }
 
-// Run executes t over [0, n) in chunks of the given size. Loops whose total work (n·cost, in
-// rough flops) is too small to repay waking other goroutines run on the caller alone.
+// Run executes t over [0, n) in chunks of the given size. cost is the work of one iteration in
+// rough nanoseconds of one core (vector kernels: flops/64; scalar loops: about one per
+// operation); loops too small to repay the synchronisation run on the caller alone.
 func (p *pool) Run(t task, n, chunk int, cost int) {
 	if n <= 0 {
 		return
@@ -151,29 +177,40 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 		chunk = (n + maxChunks - 1) / maxChunks
 	}
 	nchunks := (n + chunk - 1) / chunk
-	helpers := min(p.workers, nchunks) - 1
-	const serialWork = 1 << 15 // below ~30k flops a wake-up costs more than it saves
-	if helpers <= 0 || n*cost < serialWork {
+	// Each worker taking part costs the loop some synchronisation (cache lines passed between
+	// cores), so a loop takes at most one worker per workPerWorker of work.
+	const workPerWorker = 4096
+	helpers := min(p.workers, nchunks, n*cost/workPerWorker) - 1
+	if helpers <= 0 {
 		t.run(0, 0, n) // worker 0's scratch belongs to the calling Backend: no lock needed
 		return
 	}
 	p.mu.Lock()
 	p.t, p.n, p.chunk = t, n, chunk
 	p.completed.Store(0)
-	gen := p.claim.Load()>>40 + 1
-	p.claim.Store(gen<<40 | uint64(nchunks)<<20) // publishes the loop
+	p.gen++
+	p.claim.Store(p.gen<<40 | uint64(nchunks)<<20) // opens the loop's chunks
 	for w := 1; w <= helpers; w++ {
-		if !p.sleeping[w].Load() {
-			continue // watching for work: it will see this loop
-		}
-		select {
-		case p.wake[w] <- struct{}{}:
-		default: // already has a wake-up pending; it will see this loop
+		s := &p.slots[w]
+		s.gen.Store(p.gen)
+		if s.sleeping.Load() {
+			select {
+			case s.wake <- struct{}{}:
+			default: // already has a wake-up pending
+			}
 		}
 	}
 	p.drain(0)
-	spin(func() bool { return p.completed.Load() == uint64(nchunks) })
-	<-p.done
+	finished := func() bool { return p.completed.Load() == uint64(nchunks) }
+	if !spin(finished) {
+		// As with a helper's sleep: announce, then look again. A stale wake-up left over
+		// from an earlier loop only costs one more look.
+		p.waiting.Store(true)
+		for !finished() {
+			<-p.done
+		}
+		p.waiting.Store(false)
+	}
 	p.t = nil
 	p.mu.Unlock()
 }
