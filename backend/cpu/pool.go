@@ -157,6 +157,8 @@ func (p *pool) drain(w int) {
 		if p.completed.Add(1) == nchunks && p.waiting.Load() {
 			select {
 			case p.done <- struct{}{}:
+				// The caller now waits to run on this helper's processor: let it.
+				runtime.Gosched()
 			default: // a wake-up is already pending
 			}
 		}
