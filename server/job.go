@@ -89,7 +89,7 @@ func (j *job) snapshotState() JobState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := *j.run
-	r.History = append([]format.LossPoint(nil), j.run.History...)
+	r.History = append([]format.LossPoint{}, j.run.History...)
 	return JobState{Active: j.active(), State: j.state, Run: &r, Stats: j.stats,
 		Samples: append([]Sample{}, j.samples...)}
 }

@@ -159,6 +159,9 @@ func (st *store) get(id string) (*Run, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("run %s: damaged run.json: %w", id, err)
 	}
+	if r.History == nil {
+		r.History = []format.LossPoint{}
+	}
 	return &r, nil
 }
 
