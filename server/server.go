@@ -212,7 +212,7 @@ func (s *Server) check(r *http.Request) (int, string) {
 		return http.StatusForbidden, fmt.Sprintf("host %q is not a loopback name; this server only answers to 127.0.0.1, localhost or [::1] (start it with --addr to listen elsewhere)", r.Host)
 	}
 	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/api/") {
 		return http.StatusForbidden, "cross-site request refused"
 	}
 	if o := r.Header.Get("Origin"); o != "" && !safe {

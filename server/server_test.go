@@ -343,9 +343,40 @@ func TestConcurrentStartsTrainOneRun(t *testing.T) {
 	if len(list.Runs) != 1 {
 		t.Errorf("%d runs stored after refused starts, want 1", len(list.Runs))
 	}
-	// Deleting the training run is refused; stop works.
-	ts.json("DELETE", "/api/runs/"+list.Runs[0].ID, nil, http.StatusConflict, nil)
-	ts.json("POST", "/api/job/stop", nil, http.StatusOK, nil)
+	id := list.Runs[0].ID
+	// Generation and inspection run alongside training, on a snapshot of the latest weights.
+	ts.waitJob(func(st JobState) bool { return st.Stats.Step >= 2 })
+	var wg2 sync.WaitGroup
+	for range 2 {
+		wg2.Add(2)
+		go func() {
+			defer wg2.Done()
+			status, b := ts.do("POST", "/api/runs/"+id+"/generate", "application/json", strings.NewReader(`{"tokens":20}`))
+			if status != http.StatusOK || !bytes.Contains(b, []byte(`"done":true`)) || bytes.Contains(b, []byte(`"step":0`)) {
+				t.Errorf("generate during training: %d %s", status, b)
+			}
+		}()
+		go func() {
+			defer wg2.Done()
+			status, b := ts.do("POST", "/api/runs/"+id+"/inspect", "application/json", strings.NewReader(`{"text":"abc","layer":0}`))
+			if status != http.StatusOK {
+				t.Errorf("inspect during training: %d %s", status, b)
+			}
+		}()
+	}
+	wg2.Wait()
+	// Deleting the training run is refused; stop works, also from a pause.
+	ts.json("DELETE", "/api/runs/"+id, nil, http.StatusConflict, nil)
+	ts.json("POST", "/api/job/pause", nil, http.StatusOK, nil)
+	var st JobState
+	ts.json("POST", "/api/job/stop", nil, http.StatusOK, &st)
+	if st.Active || st.State != StatusStopped {
+		t.Fatalf("stop from a pause: active %v, state %s", st.Active, st.State)
+	}
+	f, err := format.ReadFile(filepath.Join(ts.dir, "runs", id, "model.tinygpt"))
+	if err != nil || int(f.Step) != st.Stats.Step {
+		t.Fatalf("checkpoint after stopping a paused run: %v (want step %d)", err, st.Stats.Step)
+	}
 }
 
 func multipartStart(t *testing.T, settings string, corpus []byte) (string, io.Reader) {
@@ -395,8 +426,8 @@ func TestBadInput(t *testing.T) {
 	id := start.Run.ID
 	cases := []struct {
 		name, method, path, ctype, body string
-		status                           int
-		msg                              string
+		status                          int
+		msg                             string
 	}{
 		{"malformed JSON", "POST", "/api/runs", "application/json", `{"preset":`, 400, "malformed JSON"},
 		{"empty body", "POST", "/api/runs", "application/json", ``, 400, "empty"},
