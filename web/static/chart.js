@@ -166,16 +166,17 @@ export class LossChart {
   }
 }
 
-// smooth returns an exponential moving average of the training loss, as [step, loss] pairs.
+// smooth returns a centred moving average of the training loss, as [step, loss] pairs; being
+// centred, it does not lag behind the raw curve.
 function smooth(train) {
-  const out = [];
-  const alpha = train.length > 200 ? 0.05 : train.length > 50 ? 0.1 : 0.3;
-  let m = null;
-  for (const p of train) {
-    m = m == null ? p.train : m + alpha * (p.train - m);
-    out.push([p.step, m]);
-  }
-  return out;
+  const n = train.length;
+  const w = Math.max(1, Math.floor(n / 80));
+  const prefix = [0];
+  for (const p of train) prefix.push(prefix[prefix.length - 1] + p.train);
+  return train.map((p, i) => {
+    const lo = Math.max(0, i - w), hi = Math.min(n, i + w + 1);
+    return [p.step, (prefix[hi] - prefix[lo]) / (hi - lo)];
+  });
 }
 
 function niceTicks(max, n) {
