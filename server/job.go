@@ -62,9 +62,10 @@ type JobState struct {
 	Samples []Sample `json:"samples"`
 }
 
+// ctrlMsg asks the training goroutine to pause, resume or save a checkpoint.
 type ctrlMsg struct {
-	pause bool
-	reply chan error
+	action string // "pause", "resume" or "save"
+	reply  chan error
 }
 
 // snapshot is a copy of the weights at a step.
@@ -113,9 +114,10 @@ func (j *job) weights(ctx context.Context) (snapshot, bool, error) {
 	}
 }
 
-// control pauses or resumes the job and waits until the training goroutine has done so.
-func (j *job) control(ctx context.Context, pause bool) error {
-	m := ctrlMsg{pause: pause, reply: make(chan error, 1)}
+// control pauses, resumes or checkpoints the job and waits until the training goroutine has
+// done so.
+func (j *job) control(ctx context.Context, action string) error {
+	m := ctrlMsg{action: action, reply: make(chan error, 1)}
 	select {
 	case j.ctrl <- m:
 	case <-j.done:
@@ -270,22 +272,34 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	s.hub.publish("state", j.snapshotState())
 }
 
-// applyControl pauses (checkpointing, so a paused run is safe on disk) or resumes.
+// applyControl pauses (checkpointing, so a paused run is safe on disk), resumes, or saves a
+// checkpoint, and returns whether the job is now paused.
 func (s *Server) applyControl(j *job, t *train.Trainer, m ctrlMsg, paused bool) bool {
-	if m.pause == paused {
+	pause := m.action == "pause"
+	if m.action != "save" && pause == paused {
 		m.reply <- nil
 		return paused
 	}
 	state := StatusTraining
-	if m.pause {
+	if paused {
 		state = StatusPaused
+	}
+	if m.action != "resume" {
 		f, err := t.File(j.backend)
 		if err == nil {
 			err = format.WriteFile(s.store.modelPath(j.id), f)
 		}
 		if err != nil {
-			m.reply <- fmt.Errorf("pausing: %w", err)
+			m.reply <- fmt.Errorf("saving a checkpoint: %w", err)
 			return paused
+		}
+		s.hub.publish("checkpoint", map[string]any{"id": j.id, "step": t.Step()})
+	}
+	if m.action != "save" {
+		paused = pause
+		state = StatusTraining
+		if pause {
+			state = StatusPaused
 		}
 	}
 	j.mu.Lock()
@@ -294,7 +308,7 @@ func (s *Server) applyControl(j *job, t *train.Trainer, m ctrlMsg, paused bool) 
 	s.saveRunFromTrainer(j, t, state)
 	s.hub.publish("state", j.snapshotState())
 	m.reply <- nil
-	return m.pause
+	return paused
 }
 
 // saveRunFromTrainer records the trainer's progress in the run's record.
@@ -380,10 +394,8 @@ func (s *Server) handleJobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	switch action {
-	case "pause":
-		err = j.control(r.Context(), true)
-	case "resume":
-		err = j.control(r.Context(), false)
+	case "pause", "resume":
+		err = j.control(r.Context(), action)
 	case "stop":
 		j.stop()
 		select {

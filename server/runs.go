@@ -520,21 +520,26 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "format must be full, fp16 or int4, got %q", kind)
 		return
 	}
-	path := s.store.modelPath(run.ID)
-	raw, err := os.ReadFile(path)
+	// A run in training first saves its current state, so the download holds the latest weights.
+	if j := s.activeJob(); j != nil && j.id == run.ID {
+		if err := j.control(r.Context(), "save"); err != nil && !errors.Is(err, errNotTraining) {
+			httpError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+	}
+	raw, err := os.ReadFile(s.store.modelPath(run.ID))
 	if err != nil {
 		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
 		return
 	}
-	name := fmt.Sprintf("%s-step%d", fileName(run.Name), run.Step)
+	f, err := format.Decode(raw)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
+		return
+	}
+	name := fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
 	body := raw
 	if kind != "full" {
-		f, err := format.Decode(raw)
-		if err != nil {
-			httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
-			return
-		}
-		name = fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
 		var g *format.File
 		if kind == "fp16" {
 			g = format.ToFP16(f, name+".tinygpt", time.Now())

@@ -26,6 +26,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +48,8 @@ type Backend struct {
 type Config struct {
 	// Dir is the data directory; runs are stored in Dir/runs.
 	Dir string
-	// Token is the access token; New generates one when it is empty.
+	// Token is the access token; when it is empty, New uses the one kept in Dir/token,
+	// generating it on the first start.
 	Token string
 	// Public means the server listens beyond the loopback interface: every request then needs
 	// the token, and the Host header is not restricted to loopback names.
@@ -95,7 +98,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Backends and Open are required")
 	}
 	if cfg.Token == "" {
-		cfg.Token = NewToken()
+		tok, err := loadToken(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Token = tok
 	}
 	if cfg.MaxCorpusBytes <= 0 {
 		cfg.MaxCorpusBytes = DefaultMaxCorpusBytes
@@ -124,6 +131,29 @@ func NewToken() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// loadToken returns the token kept in dir/token, creating it (readable by the user only) on the
+// first start, so that pages and scripts keep working across restarts of the server.
+func loadToken(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	path := filepath.Join(dir, "token")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if tok := strings.TrimSpace(string(b)); len(tok) >= 16 {
+			return tok, nil
+		}
+	}
+	tok := NewToken()
+	if err := writeFileAtomic(path, []byte(tok+"\n")); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return tok, nil
 }
 
 // Token returns the access token.

@@ -365,6 +365,15 @@ func TestConcurrentStartsTrainOneRun(t *testing.T) {
 		}()
 	}
 	wg2.Wait()
+	// A download during training saves the current state first.
+	before := ts.waitJob(func(st JobState) bool { return st.Stats.Step >= 3 }).Stats.Step
+	status, b := ts.do("GET", "/api/runs/"+id+"/download", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("download during training: %d %s", status, b)
+	}
+	if f, err := format.Decode(b); err != nil || int(f.Step) < before || f.M == nil {
+		t.Fatalf("download during training: %v, want the full state at step ≥ %d", err, before)
+	}
 	// Deleting the training run is refused; stop works, also from a pause.
 	ts.json("DELETE", "/api/runs/"+id, nil, http.StatusConflict, nil)
 	ts.json("POST", "/api/job/pause", nil, http.StatusOK, nil)
@@ -570,6 +579,14 @@ func TestRestartKeepsRuns(t *testing.T) {
 
 	// A second server on the same folder, as after a crash: the run is stopped at the checkpoint.
 	b := newTestServer(t, dir, nil)
+	if a.s.Token() != b.s.Token() {
+		t.Errorf("the token changed across restarts: %q, %q", a.s.Token(), b.s.Token())
+	}
+	if info, err := os.Stat(filepath.Join(dir, "token")); err != nil {
+		t.Error(err)
+	} else if info.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", info.Mode().Perm())
+	}
 	var run Run
 	b.json("GET", "/api/runs/"+start.Run.ID, nil, http.StatusOK, &run)
 	if run.Status != StatusStopped || run.Step != paused.Stats.Step || !run.Resumable {

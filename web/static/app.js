@@ -19,7 +19,11 @@ async function api(method, path, body, opts = {}) {
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-  if (!resp.ok) throw new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+  if (!resp.ok) {
+    let msg = (data && data.error) || `${resp.status} ${resp.statusText}`;
+    if (resp.status === 401) msg += ' (the server was restarted with another token: reload the page)';
+    throw new Error(msg);
+  }
   return data;
 }
 
