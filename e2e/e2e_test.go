@@ -1,14 +1,16 @@
-// Package e2e tests "tinygpt serve" end to end: it builds the command, starts the server on a
-// temporary data directory and drives the playground page in headless Chromium with
-// playwright-core (playground.mjs). It needs /usr/bin/chromium (or $CHROMIUM), node and
-// `npm ci` at the repository root; without them the test skips, except under CI=true, where
-// it fails. Screenshots of every screen go to test-output/e2e.
+// Package e2e tests "tinygpt serve" end to end: it builds the command and starts the server on a
+// temporary data directory. TestPlayground drives the playground page in headless Chromium with
+// playwright-core (playground.mjs); it needs /usr/bin/chromium (or $CHROMIUM), node and
+// `npm ci` at the repository root, and without them it skips, except under CI=true, where it
+// fails. Screenshots of every screen go to test-output/e2e. TestServeCtrlCSavesTheRunningJob
+// needs no browser.
 package e2e
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -110,18 +112,9 @@ func TestPlayground(t *testing.T) {
 		t.Fatal(err)
 	}
 	need(t, exists(filepath.Join(root, "node_modules", "playwright-core")), "node_modules/playwright-core")
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "tinygpt")
-	build := exec.Command(goCmd, "build", "-o", bin, "./cmd/tinygpt")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildTinygpt(t, root, tmp)
 	dir := filepath.Join(tmp, "data")
 	s := startServer(t, bin, dir)
 
@@ -160,4 +153,97 @@ func TestPlayground(t *testing.T) {
 		t.Fatalf("after a restart the runs are %+v, want the e2e run, done at step 120", list.Runs)
 	}
 	s2.interrupt(t)
+}
+
+// buildTinygpt builds the command into dir.
+func buildTinygpt(t *testing.T, root, dir string) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "tinygpt")
+	build := exec.Command(goCmd, "build", "-o", bin, "./cmd/tinygpt")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Ctrl-C on "tinygpt serve" checkpoints the running job; the checkpoint is a regular model file
+// that "tinygpt sample" reads.
+func TestServeCtrlCSavesTheRunningJob(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	bin := buildTinygpt(t, root, tmp)
+	dir := filepath.Join(tmp, "data")
+	s := startServer(t, bin, dir)
+	token, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", s.url+"api/runs", strings.NewReader(
+		`{"preset":"custom","layers":1,"d_model":16,"ctx":16,"batch":4,"steps":1000000}`))
+	req.Header.Set("X-TinyGPT-Token", strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start struct {
+		Run struct {
+			ID string `json:"id"`
+		} `json:"run"`
+	}
+	json.NewDecoder(resp.Body).Decode(&start)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("start: %d", resp.StatusCode)
+	}
+	// Wait for a few steps.
+	for deadline := time.Now().Add(time.Minute); ; {
+		var job struct {
+			Stats struct {
+				Step int `json:"step"`
+			} `json:"stats"`
+		}
+		resp, err := http.Get(s.url + "api/job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&job)
+		resp.Body.Close()
+		if job.Stats.Step >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run does not advance")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.interrupt(t)
+	runDir := filepath.Join(dir, "runs", start.Run.ID)
+	meta, err := os.ReadFile(filepath.Join(runDir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Status string `json:"status"`
+		Step   int    `json:"step"`
+	}
+	json.Unmarshal(meta, &run)
+	if run.Status != "stopped" || run.Step < 5 {
+		t.Fatalf("after Ctrl-C the run is %q at step %d, want stopped at step ≥ 5", run.Status, run.Step)
+	}
+	out, err := exec.Command(bin, "sample", "--model", filepath.Join(runDir, "model.tinygpt"), "--tokens", "20", "--seed", "1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tinygpt sample on the checkpoint: %v\n%s", err, out)
+	}
+	info, err := exec.Command(bin, "inspect", filepath.Join(runDir, "model.tinygpt")).CombinedOutput()
+	if err != nil || !strings.Contains(string(info), fmt.Sprintf("step %d of", run.Step)) {
+		t.Fatalf("inspect the checkpoint: %v\n%s\nwant step %d", err, info, run.Step)
+	}
 }
