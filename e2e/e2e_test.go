@@ -149,8 +149,8 @@ func TestPlayground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Runs) != 1 || list.Runs[0].Name != "e2e tiny" || list.Runs[0].Status != "done" || list.Runs[0].Step != 120 {
-		t.Fatalf("after a restart the runs are %+v, want the e2e run, done at step 120", list.Runs)
+	if len(list.Runs) != 1 || list.Runs[0].Name != "e2e tiny" || list.Runs[0].Status != "done" || list.Runs[0].Step != 200 {
+		t.Fatalf("after a restart the runs are %+v, want the e2e run, done at step 200", list.Runs)
 	}
 	s2.interrupt(t)
 }

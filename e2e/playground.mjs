@@ -66,31 +66,27 @@ try {
   check(true, 'oversized upload refused before sending');
   await page.check('input[name="corpus"][value="builtin"]');
   await page.waitForFunction(() => document.querySelector('#warnings').children.length === 0, null, { timeout: T });
-  await page.fill('#steps', '120');
+  await page.fill('#steps', '200');
   await page.fill('#run-name', 'e2e tiny');
   await page.waitForFunction(() => /s|min/.test(document.querySelector('#plan').innerText), null, { timeout: T });
   check(/estimated time/.test(await text('#plan')), 'plan shows an estimated time');
   await shot('01-setup');
 
-  // 2. Train and watch.
+  // 2. Train and watch. Pause as soon as it runs, so that the checks below see a run in progress
+  // however fast the machine is.
   await page.click('#btn-start');
   await page.waitForSelector('#live:not(.hidden)', { timeout: T });
   await page.waitForFunction(() => /step [1-9]/.test(document.querySelector('#live-steps').textContent), null, { timeout: T });
-  const s1 = await stepOf();
-  await page.waitForFunction((s) => {
-    const m = document.querySelector('#live-steps').textContent.match(/step ([\d,]+)/);
-    return m && +m[1].replace(/,/g, '') > s;
-  }, s1, { timeout: T });
-  check(true, `step counter advances live (from ${s1})`);
-  check(/\d/.test(await text('#live-stats')), 'stats show numbers');
-  check(/Loss [\d.]+:/.test(await text('#live-meaning')), 'loss explained in plain words');
-  // Pause: the step count stops.
   await page.click('#btn-pause');
   await page.waitForFunction(() => document.querySelector('#live-status').textContent === 'paused', null, { timeout: T });
   const paused = await stepOf();
+  check(paused > 0 && paused < 200, `paused at step ${paused}`);
+  check(/\d/.test(await text('#live-stats')), 'stats show numbers');
+  check(/Loss [\d.]+:/.test(await text('#live-meaning')), 'loss explained in plain words');
   await page.waitForTimeout(500);
-  check(await stepOf() === paused, `paused at step ${paused} and stays there`);
+  check(await stepOf() === paused, 'the paused run stays at its step');
   await shot('02-training-paused');
+  const chartBefore = await page.evaluate(() => document.querySelector('#live-chart').toDataURL());
 
   // Reload the page: it re-attaches to the paused run.
   await page.reload();
@@ -99,10 +95,17 @@ try {
   check(await stepOf() === paused && (await text('#live-name')) === 'e2e tiny', 'reloaded page re-attaches to the run');
   check(await page.locator('#setup').isHidden(), 'setup hidden while a run is active');
 
-  // Resume and finish.
+  // Resume: the step counter and the chart move on live, to the end.
   await page.click('#btn-resume');
+  await page.waitForFunction((s) => {
+    const m = document.querySelector('#live-steps').textContent.match(/step ([\d,]+)/);
+    return m && +m[1].replace(/,/g, '') > s;
+  }, paused, { timeout: T });
+  check(true, 'step counter advances live after resuming');
   await page.waitForFunction(() => document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
-  check(/step 120 \/ 120/.test(await text('#live-steps')), 'run finished all steps');
+  check(/step 200 \/ 200/.test(await text('#live-steps')), 'run finished all steps');
+  const chartAfter = await page.evaluate(() => document.querySelector('#live-chart').toDataURL());
+  check(chartAfter !== chartBefore, 'the loss chart was redrawn with the new points');
   check(await page.locator('#live-samples .sample').count() > 0, 'live samples shown');
   check(/@/.test(await text('#live-stats')), 'best validation loss and its step shown');
   await page.locator('#live-chart').hover({ position: { x: 400, y: 150 } });
@@ -146,7 +149,7 @@ try {
   const file = join(out, 'downloaded.tinygpt');
   await download.saveAs(file);
   const bytes = readFileSync(file);
-  check(bytes.subarray(0, 4).toString() === 'TGPT' && /step120\.tinygpt$/.test(download.suggestedFilename()),
+  check(bytes.subarray(0, 4).toString() === 'TGPT' && /step200\.tinygpt$/.test(download.suggestedFilename()),
     `downloaded ${download.suggestedFilename()} (${bytes.length} bytes)`);
   await page.setInputFiles('#upload-model', file);
   await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 2, null, { timeout: T });
