@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -190,6 +191,7 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 		}
 		switch part.FormName() {
 		case "settings":
+			name := rs.CorpusName // a "corpus" part may have come first
 			b, err := io.ReadAll(io.LimitReader(part, maxSettings+1))
 			if err != nil {
 				s.partError(w, err)
@@ -204,6 +206,9 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 				httpError(w, http.StatusBadRequest, "malformed settings JSON: %v", err)
 				return rs, nil, false
 			}
+			if rs.CorpusName == "" {
+				rs.CorpusName = name
+			}
 			gotSettings = true
 		case "corpus":
 			b, err := io.ReadAll(io.LimitReader(part, s.cfg.MaxCorpusBytes+1))
@@ -216,6 +221,9 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 				return rs, nil, false
 			}
 			corpus = b
+			if fn := part.FileName(); rs.CorpusName == "" && fn != "" {
+				rs.CorpusName = path.Base(fn)
+			}
 		default:
 			httpError(w, http.StatusBadRequest, "unexpected form part %q (have settings, corpus)", part.FormName())
 			return rs, nil, false

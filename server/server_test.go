@@ -417,6 +417,14 @@ func TestUploadedCorpus(t *testing.T) {
 		t.Errorf("corpus recorded as %+v", start.Run.Corpus)
 	}
 	st := ts.waitJob(ended)
+	// Without corpus_name the part's file name is shown.
+	ct, body = multipartStart(t, `{"preset":"custom","layers":1,"d_model":16,"ctx":16,"batch":4,"steps":1}`, text)
+	var second StartResponse
+	status, b = ts.do("POST", "/api/runs", ct, body)
+	if json.Unmarshal(b, &second); status != http.StatusCreated || second.Run.Corpus.Source != "corpus.txt" {
+		t.Errorf("start with an unnamed corpus: %d, source %q", status, second.Run.Corpus.Source)
+	}
+	ts.waitJob(ended)
 	if st.State != StatusDone {
 		t.Fatalf("run on uploaded corpus: %s %s", st.State, st.Run.Error)
 	}
