@@ -123,6 +123,14 @@ try {
   check(gen.startsWith('Once upon a time') && gen.length > 200, `generated ${gen.length} characters`);
   check(/first token after \d+ ms/.test(await text('#gen-stats')), 'tokens/s and time to first token shown');
   await shot('04-generate');
+  // The stop button ends a long generation.
+  await page.fill('#gen-len', '20000');
+  await page.fill('#gen-seed', '');
+  await page.click('#btn-gen');
+  await page.waitForFunction(() => document.querySelector('#gen-out').textContent.length > 40, null, { timeout: T });
+  await page.click('#btn-gen-stop');
+  await page.waitForFunction(() => /stopped after/.test(document.querySelector('#gen-stats').textContent), null, { timeout: T });
+  check((await text('#gen-out')).length < 20000, 'stop button ends generation early');
 
   // 4. Look inside.
   await page.click('a[data-tab="inspect"]');
@@ -134,7 +142,8 @@ try {
   check(await page.locator('#ins-top tr').count() === 10, 'top-10 next bytes listed');
   await page.locator('#ins-tokens .token').nth(5).click();
   check(/Attention weights, layer 2 of 2/.test(await text('#ins-att-title')), 'attention for the chosen layer');
-  await page.locator('#ins-heads canvas').first().hover({ position: { x: 60, y: 70 } });
+  await page.locator('#ins-heads canvas').first().hover({ position: { x: 70, y: 120 } });
+  check(/reads/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'hovering a heat map cell reads out its weight');
   await shot('05-inspect');
 
   // 5. Models: download, upload, delete.
