@@ -326,7 +326,6 @@ func (s *Server) saveRunFromTrainer(j *job, t *train.Trainer, status string) {
 	r.Sample = t.Sample
 	r.Elapsed = t.Elapsed.Seconds()
 	r.History = append(r.History[:0], t.History...)
-	r.Resumable = true
 	j.mu.Unlock()
 	s.saveRun(j)
 }
@@ -336,9 +335,12 @@ func (s *Server) saveRun(j *job) {
 	r := *j.run
 	r.History = append([]format.LossPoint(nil), j.run.History...)
 	j.mu.Unlock()
-	if info, err := statSize(s.store.modelPath(r.ID)); err == nil {
-		r.FileBytes = info
-	}
+	// Training goes on from the checkpoint, if the run has written one.
+	size, err := statSize(s.store.modelPath(r.ID))
+	r.FileBytes, r.Resumable = size, err == nil
+	j.mu.Lock()
+	j.run.FileBytes, j.run.Resumable = r.FileBytes, r.Resumable
+	j.mu.Unlock()
 	if err := s.store.save(&r); err != nil {
 		s.cfg.Logf("tinygpt serve: %v", err)
 	}

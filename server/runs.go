@@ -395,6 +395,10 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	}
 	total := int(f.Step) + req.Steps
 	if req.Steps == 0 {
+		if int(f.Step) >= f.Header.Config.MaxSteps {
+			httpError(w, http.StatusBadRequest, "the run has trained all its %d steps; ask for more steps", f.Step)
+			return
+		}
 		total = 0 // keep the planned total
 	}
 	var corpus *data.Corpus

@@ -469,6 +469,7 @@ func TestBadInput(t *testing.T) {
 		{"inspect layer", "POST", "/api/runs/" + id + "/inspect", "application/json", `{"text":"hi","layer":7}`, 400, "layer"},
 		{"inspect empty", "POST", "/api/runs/" + id + "/inspect", "application/json", `{"text":""}`, 400, "empty"},
 		{"continue negative", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":-5}`, 400, "steps"},
+		{"continue finished", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":0}`, 400, "all its 2 steps"},
 		{"corrupt model", "POST", "/api/runs/import", "application/octet-stream", "TGPT\x02\x00\x00\x00\xff\xff\xff\x7f{", 400, "not a usable .tinygpt"},
 		{"empty model", "POST", "/api/runs/import", "application/octet-stream", "", 400, "empty"},
 		{"oversized model", "POST", "/api/runs/import", "application/octet-stream", strings.Repeat("x", 5000), 413, "larger than the limit"},
@@ -767,4 +768,24 @@ func TestUploadOriginalFiles(t *testing.T) {
 			t.Errorf("%s: greedy\n%q\nwant\n%q", file, text.String(), want)
 		}
 	}
+}
+
+// A run whose loss becomes NaN fails with a message and, having written no checkpoint, cannot
+// continue.
+func TestDivergingRunFails(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	run := tinyRun(20)
+	run["lr"] = 1e30
+	var start StartResponse
+	ts.json("POST", "/api/runs", run, http.StatusCreated, &start)
+	st := ts.waitJob(ended)
+	if st.State != StatusFailed || !strings.Contains(st.Run.Error, "not finite") || st.Run.Resumable {
+		t.Fatalf("diverged run: state %s, error %q, resumable %v", st.State, st.Run.Error, st.Run.Resumable)
+	}
+	var stored Run
+	ts.json("GET", "/api/runs/"+start.Run.ID, nil, http.StatusOK, &stored)
+	if stored.Status != StatusFailed || stored.Error == "" {
+		t.Errorf("stored run: %s %q", stored.Status, stored.Error)
+	}
+	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 5}, http.StatusConflict, nil)
 }
