@@ -4,8 +4,9 @@
 //
 // URL is a running "tinygpt serve" on an empty data directory; OUTDIR receives a screenshot of
 // every screen. It trains a tiny model from the page, watches the chart and stats update,
-// pauses, reloads and re-attaches, generates streaming text, looks inside, downloads the model,
-// uploads it again and deletes it. Any failed check or page error exits non-zero.
+// pauses, reloads and re-attaches, generates streaming text (and stops it), looks inside, trains
+// a second model on pasted text and continues it, downloads a model, uploads it again and
+// deletes it. Any failed check or page error exits non-zero.
 import { chromium } from 'playwright-core';
 import { mkdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
@@ -146,14 +147,33 @@ try {
   check(/reads/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'hovering a heat map cell reads out its weight');
   await shot('05-inspect');
 
+  // A second run, on pasted text with custom sizes, then "continue +N steps" from the page.
+  await page.click('a[data-tab="train"]');
+  await page.click('#btn-new-run');
+  await page.check('input[name="corpus"][value="paste"]');
+  await page.fill('#corpus-text', 'The cat sat on the mat. The dog sat on the log. '.repeat(100));
+  await page.selectOption('#preset', 'custom');
+  await page.fill('#layers', '1');
+  await page.fill('#steps', '30');
+  await page.fill('#run-name', 'e2e pasted');
+  await page.click('#btn-start');
+  await page.waitForFunction(() => document.querySelector('#live-name').textContent === 'e2e pasted' &&
+    document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
+  check(/pasted text \(4\.7 KB\)/.test(await text('#live-desc')) && /1 layers/.test(await text('#live-desc')), 'trained on the pasted text with custom sizes');
+  await page.fill('#continue-steps', '20');
+  await page.click('#btn-continue');
+  await page.waitForFunction(() => /step 50 \/ 50/.test(document.querySelector('#live-steps').textContent) &&
+    document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
+  check(true, 'continued 20 more steps from the page');
+
   // 5. Models: download, upload, delete.
   await page.click('a[data-tab="models"]');
-  await page.waitForSelector('.model-card', { timeout: T });
-  check(await page.locator('.model-card').count() === 1, 'one model listed');
+  await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 2, null, { timeout: T });
+  check(true, 'both runs listed');
   await shot('06-models');
   const [download] = await Promise.all([
     page.waitForEvent('download', { timeout: T }),
-    page.locator('.model-card a', { hasText: 'Download' }).first().click(),
+    page.locator('.model-card', { hasText: 'e2e tiny' }).locator('a', { hasText: 'Download' }).click(),
   ]);
   const file = join(out, 'downloaded.tinygpt');
   await download.saveAs(file);
@@ -161,11 +181,11 @@ try {
   check(bytes.subarray(0, 4).toString() === 'TGPT' && /step200\.tinygpt$/.test(download.suggestedFilename()),
     `downloaded ${download.suggestedFilename()} (${bytes.length} bytes)`);
   await page.setInputFiles('#upload-model', file);
-  await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 2, null, { timeout: T });
+  await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 3, null, { timeout: T });
   check(true, 'uploaded model added to the list');
   const uploaded = page.locator('.model-card', { hasText: 'uploaded' });
   await uploaded.locator('button', { hasText: 'Delete' }).click();
-  await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 1, null, { timeout: T });
+  await page.waitForFunction(() => document.querySelectorAll('.model-card').length === 2, null, { timeout: T });
   check(true, 'deleted the uploaded model');
 
   // 6. The machine.

@@ -459,7 +459,7 @@ function runCard(r) {
       el('button', { class: 'primary small', text: 'Sample', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#generate'; } }),
       el('button', { class: 'small', text: 'Look inside', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#inspect'; } }),
       el('span', { class: 'downloads' }, dl('full', 'Download'), dl('fp16', 'fp16'), dl('int4', 'int4')),
-      r.resumable && !live ? el('span', { class: 'inline' }, stepsInput, el('button', { class: 'small', text: 'Continue training', onclick: () => continueRun(r.id, +stepsInput.value) })) : null,
+      r.resumable && !live ? el('span', { class: 'inline', title: 'train this many more steps' }, '+', stepsInput, el('button', { class: 'small', text: 'Continue training', onclick: () => continueRun(r.id, +stepsInput.value) })) : null,
       live ? null : el('button', { class: 'danger small', text: 'Delete', onclick: () => deleteRun(r) }),
     ));
 }
