@@ -134,10 +134,15 @@ func (st *store) corpusPath(id string) string { return filepath.Join(st.dir, id,
 func (st *store) metaPath(id string) string   { return filepath.Join(st.dir, id, "run.json") }
 func validID(id string) bool                  { return idPattern.MatchString(id) }
 func (st *store) create(id string) error      { return os.Mkdir(st.path(id), 0o755) }
-func (st *store) remove(id string) error      { return os.RemoveAll(st.path(id)) }
-func (st *store) exists(id string) bool       { _, err := os.Stat(st.metaPath(id)); return err == nil }
 func (st *store) writeCorpus(id string, b []byte) error {
 	return writeFileAtomic(st.corpusPath(id), b)
+}
+
+// remove deletes a run's folder.
+func (st *store) remove(id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return os.RemoveAll(st.path(id))
 }
 
 // errNoRun reports an unknown run id.
