@@ -40,6 +40,10 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// printable replaces control characters other than newline and tab, which a model that is still
+// learning produces, with a visible dot.
+const printable = (s) => s.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, '·');
+
 const fmtInt = (n) => (n == null ? '–' : Math.round(n).toLocaleString('en-US'));
 const fmtLoss = (v) => (v == null ? '–' : v.toFixed(3));
 function fmtBytes(n) {
@@ -317,7 +321,7 @@ function renderSamples(samples) {
   const box = $('live-samples');
   if (!samples.length) return;
   box.replaceChildren(...samples.slice().reverse().slice(0, 8).map((s) =>
-    el('div', { class: 'sample' }, el('div', { class: 'sample-step', text: `step ${fmtInt(s.step)}` }), el('pre', { text: s.text }))));
+    el('div', { class: 'sample' }, el('div', { class: 'sample-step', text: `step ${fmtInt(s.step)}` }), el('pre', { text: printable(s.text) }))));
 }
 
 function onProgress(ev) {
@@ -537,7 +541,7 @@ async function generate() {
         const m = JSON.parse(line);
         if (m.text != null) {
           if (first == null) first = performance.now() - start;
-          gen.appendData(m.text);
+          gen.appendData(printable(m.text));
           n += 1;
           $('gen-stats').textContent = `${fmtInt(n)} tokens · first after ${first.toFixed(0)} ms`;
         } else if (m.done) {
