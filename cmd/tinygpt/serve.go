@@ -22,11 +22,12 @@ func cmdServe(args []string, e *env) error {
 Starts the playground: a local web page to set up training runs, watch the loss fall live,
 sample from models as they learn, look inside them, and keep, download and upload models.
 It listens on 127.0.0.1 and a free port, prints the address and opens nothing unless --open.
-Runs are stored in --dir. Listening beyond the loopback interface needs an access token,
-generated and printed when --token is not given. Ctrl-C saves a checkpoint of the running job.`)
+Runs are stored in --dir. Requests that change anything need the access token (the page gets
+it; scripts send it in the X-TinyGPT-Token header); listening beyond the loopback interface, every
+request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
-	token := fs.String("token", "", "access token for the API (default: a random one, printed)")
+	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
 	open := fs.Bool("open", false, "open the playground in the default web browser")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
