@@ -74,6 +74,7 @@ type snapshot struct {
 	weights []float32
 }
 
+// active reports whether the job is still training or paused.
 func (j *job) active() bool {
 	select {
 	case <-j.done:
@@ -83,9 +84,10 @@ func (j *job) active() bool {
 	}
 }
 
+// stop asks the job to stop; it saves a checkpoint and then closes done.
 func (j *job) stop() { j.cancel() }
 
-// state returns a copy of the job's state.
+// snapshotState returns a copy of the job's state.
 func (j *job) snapshotState() JobState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -95,9 +97,9 @@ func (j *job) snapshotState() JobState {
 		Samples: append([]Sample{}, j.samples...)}
 }
 
-// weights asks the training goroutine for a copy of the current weights. It returns
-// (nil, false) if the job has ended.
-func (j *job) weights(ctx context.Context) (snapshot, bool, error) {
+// weights asks the training goroutine for a copy of the current weights; ok is false if the job
+// has ended.
+func (j *job) weights(ctx context.Context) (snap snapshot, ok bool, err error) {
 	reply := make(chan snapshot, 1)
 	select {
 	case j.snaps <- reply:
