@@ -9,6 +9,7 @@
 //	tinygpt inspect FILE               print a model file's settings and history
 //	tinygpt convert --to fp16 IN OUT   convert a model file (fp32, fp16, int4)
 //	tinygpt bench   [flags]            measure training speed per preset
+//	tinygpt serve   [flags]            start the web playground
 //
 // Run "tinygpt help COMMAND" or "tinygpt COMMAND -h" for a command's flags.
 package main
@@ -46,6 +47,7 @@ func init() {
 		{"inspect", "print a model file's config, parameters, loss history and sample", cmdInspect},
 		{"convert", "convert a model file to fp32, fp16 or int4", cmdConvert},
 		{"bench", "measure training speed of presets on synthetic data", cmdBench},
+		{"serve", "start the web playground: train, watch, sample and keep models in a browser", cmdServe},
 		{"help", "show help for a command", cmdHelp},
 	}
 }

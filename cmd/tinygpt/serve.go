@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"tinygpt/server"
+)
+
+func cmdServe(args []string, e *env) error {
+	fs := newFlags(e, "serve", "[flags]", `
+Starts the playground: a local web page to set up training runs, watch the loss fall live,
+sample from models as they learn, look inside them, and keep, download and upload models.
+It listens on 127.0.0.1 and a free port, prints the address and opens nothing unless --open.
+Runs are stored in --dir. Requests that change anything need the access token (the page gets
+it; scripts send it in the X-TinyGPT-Token header); listening beyond the loopback interface, every
+request needs it. Ctrl-C saves a checkpoint of the running job.`)
+	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
+	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
+	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
+	open := fs.Bool("open", false, "open the playground in the default web browser")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", *addr, err)
+	}
+	public := !isLoopback(host)
+	srv, err := server.New(server.Config{Dir: *dir, Token: *token, Public: public,
+		Backends: backendList, Open: openBackend})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	url := "http://" + ln.Addr().String() + "/"
+	if public {
+		url += "?token=" + srv.Token()
+	}
+	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", url)
+	fmt.Fprintf(e.stdout, "runs are kept in %s\n", *dir)
+	if public {
+		fmt.Fprintf(e.stdout, "listening beyond this machine: every request needs the access token %s\n", srv.Token())
+	} else {
+		fmt.Fprintf(e.stdout, "API token for scripts (header X-TinyGPT-Token): %s\n", srv.Token())
+	}
+	fmt.Fprintf(e.stdout, "Ctrl-C stops the server, saving a checkpoint of a running job.\n")
+	if *open {
+		openBrowser(url)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	stop()
+	fmt.Fprintln(e.stdout, "\nstopping: saving the running job, if any...")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "stopped")
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// defaultDataDir is where runs are kept: $XDG_DATA_HOME/tinygpt, ~/.local/share/tinygpt, or the
+// system's per-user configuration folder on macOS and Windows.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "tinygpt")
+	}
+	if runtime.GOOS == "darwin" || runtime.GOOS == "windows" {
+		if d, err := os.UserConfigDir(); err == nil {
+			return filepath.Join(d, "tinygpt")
+		}
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "tinygpt")
+	}
+	return "tinygpt-data"
+}
+
+// openBrowser asks the desktop to open url; failures are only reported.
+func openBrowser(url string) {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		cmd = exec.Command("xdg-open", url)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "could not open a browser: %v\n", err)
+		return
+	}
+	go cmd.Wait()
+}

@@ -1,0 +1,504 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"tinygpt/format"
+	"tinygpt/train"
+)
+
+// job is a training run in progress. Its goroutine owns the Trainer; other goroutines talk to
+// it through channels (pause, resume, weight snapshots) and read its progress under mu.
+type job struct {
+	id      string
+	backend string
+	cancel  context.CancelFunc
+	ctrl    chan ctrlMsg
+	snaps   chan chan snapshot
+	done    chan struct{}
+
+	mu          sync.Mutex
+	run         *Run // the live record; History grows as steps complete
+	state       string
+	stats       Stats
+	samples     []Sample
+	pending     []format.LossPoint // points not yet broadcast
+	lastPublish time.Time
+}
+
+// Stats is the live progress of a training job.
+type Stats struct {
+	Step       int      `json:"step"`
+	Steps      int      `json:"steps"`
+	Loss       *float64 `json:"loss,omitempty"`
+	Val        *float64 `json:"val,omitempty"`
+	BestVal    *float64 `json:"best_val,omitempty"`
+	BestStep   int      `json:"best_step,omitempty"`
+	LR         float64  `json:"lr"`
+	GradNorm   float64  `json:"grad_norm"`
+	MsPerStep  float64  `json:"ms_per_step"`
+	TokensPerS float64  `json:"tokens_per_s"`
+	Elapsed    float64  `json:"elapsed_s"`
+	ETA        float64  `json:"eta_s"`
+}
+
+// Sample is a live sample taken during training.
+type Sample struct {
+	Step int    `json:"step"`
+	Text string `json:"text"`
+}
+
+// JobState is what GET /api/job returns and the "state" event carries.
+type JobState struct {
+	Active  bool     `json:"active"` // a run is training or paused
+	State   string   `json:"state,omitempty"`
+	Run     *Run     `json:"run,omitempty"`
+	Stats   Stats    `json:"stats"`
+	Samples []Sample `json:"samples"`
+}
+
+// ctrlMsg asks the training goroutine to pause, resume or save a checkpoint.
+type ctrlMsg struct {
+	action string // "pause", "resume" or "save"
+	reply  chan error
+}
+
+// snapshot is a copy of the weights at a step.
+type snapshot struct {
+	step    int
+	weights []float32
+}
+
+// active reports whether the job is still training or paused.
+func (j *job) active() bool {
+	select {
+	case <-j.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop asks the job to stop; it saves a checkpoint and then closes done.
+func (j *job) stop() { j.cancel() }
+
+// snapshotState returns a copy of the job's state.
+func (j *job) snapshotState() JobState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := *j.run
+	r.History = append([]format.LossPoint{}, j.run.History...)
+	return JobState{Active: j.active(), State: j.state, Run: &r, Stats: j.stats,
+		Samples: append([]Sample{}, j.samples...)}
+}
+
+// weights asks the training goroutine for a copy of the current weights; ok is false if the job
+// has ended.
+func (j *job) weights(ctx context.Context) (snap snapshot, ok bool, err error) {
+	reply := make(chan snapshot, 1)
+	select {
+	case j.snaps <- reply:
+	case <-j.done:
+		return snapshot{}, false, nil
+	case <-ctx.Done():
+		return snapshot{}, false, ctx.Err()
+	}
+	select {
+	case s := <-reply:
+		return s, true, nil
+	case <-ctx.Done():
+		return snapshot{}, false, ctx.Err()
+	}
+}
+
+// control pauses, resumes or checkpoints the job and waits until the training goroutine has
+// done so.
+func (j *job) control(ctx context.Context, action string) error {
+	m := ctrlMsg{action: action, reply: make(chan error, 1)}
+	select {
+	case j.ctrl <- m:
+	case <-j.done:
+		return errNotTraining
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-m.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errNotTraining = errors.New("no run is training")
+
+// startJob runs t in a new goroutine as the server's job. The caller holds s.mu and has checked
+// that no job is active.
+func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sampleEvery int, resumed bool) *job {
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &job{id: run.ID, backend: backendName, cancel: cancel, ctrl: make(chan ctrlMsg),
+		snaps: make(chan chan snapshot), done: make(chan struct{}), run: run, state: StatusTraining}
+	tr, val := t.LastLosses()
+	j.stats = Stats{Step: t.Step(), Steps: t.Opts.Steps, Loss: finite(tr), Val: finite(val), Elapsed: t.Elapsed.Seconds()}
+	if t.Best != nil {
+		j.stats.BestVal, j.stats.BestStep = finite(t.Best.Loss), t.Best.Step
+	}
+	run.Status, run.Error, run.Step, run.Steps = StatusTraining, "", t.Step(), t.Opts.Steps
+	run.History = append([]format.LossPoint(nil), t.History...)
+	if err := s.store.save(run); err != nil {
+		s.cfg.Logf("tinygpt serve: %v", err)
+	}
+	s.job = j
+	go s.runJob(ctx, j, t, sampleEvery, resumed)
+	s.hub.publish("state", j.snapshotState())
+	return j
+}
+
+func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEvery int, resumed bool) {
+	defer j.cancel()
+	out := s.store.modelPath(j.id)
+	paused := false
+	// between runs on the training goroutine after each step: it hands out weight snapshots,
+	// and while paused it blocks here, so the training loop really stops.
+	between := func() {
+		for {
+			if !paused {
+				select {
+				case r := <-j.snaps:
+					r <- snapshot{step: t.Step(), weights: t.Model.Weights()}
+				case m := <-j.ctrl:
+					paused = s.applyControl(j, t, m, paused)
+				default:
+					return
+				}
+				continue
+			}
+			select {
+			case r := <-j.snaps:
+				r <- snapshot{step: t.Step(), weights: t.Model.Weights()}
+			case m := <-j.ctrl:
+				paused = s.applyControl(j, t, m, paused)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	onEvent := func(e train.Event) {
+		switch e.Kind {
+		case "step":
+			j.mu.Lock()
+			j.stats.Step, j.stats.Steps, j.stats.Loss = e.Step, e.Steps, finite(e.Loss)
+			j.stats.LR, j.stats.GradNorm, j.stats.MsPerStep, j.stats.TokensPerS = e.LR, e.GradNorm, e.MsPerStep, e.TokensPerS
+			j.stats.Elapsed, j.stats.ETA = e.Elapsed, e.ETA
+			p := t.History[len(t.History)-1]
+			j.run.History = append(j.run.History, p)
+			j.run.Step = e.Step
+			j.pending = append(j.pending, p)
+			due := time.Since(j.lastPublish) >= 100*time.Millisecond || e.Step == e.Steps
+			j.mu.Unlock()
+			if due {
+				s.publishProgress(j)
+			}
+			between()
+		case "eval":
+			s.publishProgress(j)
+			j.mu.Lock()
+			j.stats.Val, j.stats.BestVal = finite(e.Val), finite(e.BestVal)
+			if t.Best != nil {
+				j.stats.BestStep = t.Best.Step
+			}
+			if n := len(j.run.History); n > 0 && j.run.History[n-1].Step == e.Step {
+				j.run.History[n-1] = t.History[len(t.History)-1]
+			} else {
+				j.run.History = append(j.run.History, t.History[len(t.History)-1])
+			}
+			stats := j.stats
+			j.mu.Unlock()
+			s.hub.publish("eval", map[string]any{"id": j.id, "step": e.Step, "val": finite(e.Val), "stats": stats})
+		case "sample":
+			j.mu.Lock()
+			j.samples = append(j.samples, Sample{Step: e.Step, Text: e.Text})
+			if len(j.samples) > 50 {
+				j.samples = j.samples[len(j.samples)-50:]
+			}
+			j.mu.Unlock()
+			s.hub.publish("sample", map[string]any{"id": j.id, "step": e.Step, "text": e.Text})
+		case "checkpoint":
+			s.saveRunFromTrainer(j, t, StatusTraining)
+			s.hub.publish("checkpoint", map[string]any{"id": j.id, "step": e.Step})
+		}
+	}
+	var err error
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("internal error while training: %v", v)
+			}
+		}()
+		err = t.Run(ctx, train.RunOptions{Out: out, Backend: j.backend, SampleEvery: sampleEvery, OnEvent: onEvent, Resumed: resumed})
+	}()
+	s.publishProgress(j)
+	status := StatusDone
+	msg := ""
+	switch {
+	case err == nil:
+	case errors.Is(err, context.Canceled):
+		status = StatusStopped
+	default:
+		status, msg = StatusFailed, err.Error()
+		s.cfg.Logf("tinygpt serve: run %s: %v", j.id, err)
+	}
+	if t.Step() == t.Opts.Steps && status == StatusStopped {
+		status = StatusDone
+	}
+	if status == StatusDone && t.Sample != "" {
+		j.mu.Lock()
+		j.samples = append(j.samples, Sample{Step: t.Step(), Text: t.Sample})
+		j.mu.Unlock()
+	}
+	s.saveRunFromTrainer(j, t, status)
+	j.mu.Lock()
+	j.state = status
+	j.run.Error = msg
+	j.mu.Unlock()
+	if msg != "" {
+		s.saveRun(j)
+	}
+	s.models.forget(j.id) // the next generation loads the final checkpoint
+	close(j.done)
+	s.hub.publish("state", j.snapshotState())
+}
+
+// applyControl pauses (checkpointing, so a paused run is safe on disk), resumes, or saves a
+// checkpoint, and returns whether the job is now paused.
+func (s *Server) applyControl(j *job, t *train.Trainer, m ctrlMsg, paused bool) bool {
+	pause := m.action == "pause"
+	if m.action != "save" && pause == paused {
+		m.reply <- nil
+		return paused
+	}
+	state := StatusTraining
+	if paused {
+		state = StatusPaused
+	}
+	if m.action != "resume" {
+		f, err := t.File(j.backend)
+		if err == nil {
+			err = format.WriteFile(s.store.modelPath(j.id), f)
+		}
+		if err != nil {
+			m.reply <- fmt.Errorf("saving a checkpoint: %w", err)
+			return paused
+		}
+		s.hub.publish("checkpoint", map[string]any{"id": j.id, "step": t.Step()})
+	}
+	if m.action != "save" {
+		paused = pause
+		state = StatusTraining
+		if pause {
+			state = StatusPaused
+		}
+	}
+	j.mu.Lock()
+	j.state = state
+	j.mu.Unlock()
+	s.saveRunFromTrainer(j, t, state)
+	s.hub.publish("state", j.snapshotState())
+	m.reply <- nil
+	return paused
+}
+
+// saveRunFromTrainer records the trainer's progress in the run's record.
+func (s *Server) saveRunFromTrainer(j *job, t *train.Trainer, status string) {
+	j.mu.Lock()
+	r := j.run
+	r.Status = status
+	r.Step, r.Steps = t.Step(), t.Opts.Steps
+	tr, val := t.LastLosses()
+	r.Train, r.Val = finite(tr), finite(val)
+	if t.Best != nil {
+		b := *t.Best
+		r.Best = &b
+	}
+	r.Sample = t.Sample
+	r.Elapsed = t.Elapsed.Seconds()
+	r.History = append(r.History[:0], t.History...)
+	j.mu.Unlock()
+	s.saveRun(j)
+}
+
+func (s *Server) saveRun(j *job) {
+	j.mu.Lock()
+	r := *j.run
+	r.History = append([]format.LossPoint(nil), j.run.History...)
+	j.mu.Unlock()
+	// Training goes on from the checkpoint, if the run has written one.
+	size, err := statSize(s.store.modelPath(r.ID))
+	r.FileBytes, r.Resumable = size, err == nil
+	j.mu.Lock()
+	j.run.FileBytes, j.run.Resumable = r.FileBytes, r.Resumable
+	j.mu.Unlock()
+	if err := s.store.save(&r); err != nil {
+		s.cfg.Logf("tinygpt serve: %v", err)
+	}
+}
+
+// publishProgress broadcasts the latest stats and the loss points not yet sent.
+func (s *Server) publishProgress(j *job) {
+	j.mu.Lock()
+	if len(j.pending) == 0 {
+		j.mu.Unlock()
+		return
+	}
+	ev := map[string]any{"id": j.id, "points": j.pending, "stats": j.stats}
+	j.pending = nil
+	j.lastPublish = time.Now()
+	j.mu.Unlock()
+	s.hub.publish("progress", ev)
+}
+
+func (s *Server) currentJob() *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.job
+}
+
+// activeJob returns the job if one is training or paused.
+func (s *Server) activeJob() *job {
+	j := s.currentJob()
+	if j != nil && j.active() {
+		return j
+	}
+	return nil
+}
+
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.jobState())
+}
+
+func (s *Server) jobState() JobState {
+	j := s.currentJob()
+	if j == nil {
+		return JobState{Samples: []Sample{}}
+	}
+	return j.snapshotState()
+}
+
+func (s *Server) handleJobAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	j := s.activeJob()
+	if j == nil {
+		httpError(w, http.StatusConflict, "no run is training")
+		return
+	}
+	var err error
+	switch action {
+	case "pause", "resume":
+		err = j.control(r.Context(), action)
+	case "stop":
+		j.stop()
+		select {
+		case <-j.done:
+		case <-r.Context().Done():
+			err = r.Context().Err()
+		}
+	default:
+		httpError(w, http.StatusNotFound, "unknown job action %q (have pause, resume, stop)", action)
+		return
+	}
+	switch {
+	case errors.Is(err, errNotTraining):
+		httpError(w, http.StatusConflict, "the run has already ended")
+		return
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j.snapshotState())
+}
+
+// hub fans server-sent events out to the connected streams.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan []byte]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[chan []byte]struct{}{}} }
+
+func (h *hub) subscribe() chan []byte {
+	c := make(chan []byte, 256)
+	h.mu.Lock()
+	h.subs[c] = struct{}{}
+	h.mu.Unlock()
+	return c
+}
+
+func (h *hub) unsubscribe(c chan []byte) {
+	h.mu.Lock()
+	if _, ok := h.subs[c]; ok {
+		delete(h.subs, c)
+		close(c)
+	}
+	h.mu.Unlock()
+}
+
+// publish sends an event to every stream; a stream too slow to keep up is closed (its page
+// reconnects and gets the whole state again).
+func (h *hub) publish(kind string, v any) {
+	msg, err := sseMessage(kind, v)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.subs {
+		select {
+		case c <- msg:
+		default:
+			delete(h.subs, c)
+			close(c)
+		}
+	}
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		httpError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	c := s.hub.subscribe()
+	defer s.hub.unsubscribe(c)
+	sseHeaders(w)
+	first, _ := sseMessage("state", s.jobState())
+	w.Write(first)
+	fl.Flush()
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case msg, ok := <-c:
+			if !ok {
+				return
+			}
+			if _, err := w.Write(msg); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-tick.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
+	}
+}

@@ -1,0 +1,647 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"tinygpt/data"
+	"tinygpt/format"
+	"tinygpt/gpt"
+	"tinygpt/train"
+)
+
+// RunSettings is the body of POST /api/runs (the "settings" part of a multipart request) and
+// of POST /api/plan. Zero values mean the preset's or the trainer's default.
+type RunSettings struct {
+	Name        string  `json:"name"`
+	Preset      string  `json:"preset"` // "" or "custom": sizes from Layers, DModel, Ctx
+	Layers      int     `json:"layers"`
+	DModel      int     `json:"d_model"`
+	Heads       int     `json:"heads"`
+	Ctx         int     `json:"ctx"`
+	Batch       int     `json:"batch"`
+	Steps       int     `json:"steps"`
+	LR          float64 `json:"lr"`
+	MinLR       float64 `json:"min_lr"`
+	Schedule    string  `json:"schedule"` // constant (default) or cosine
+	Warmup      int     `json:"warmup"`
+	Dropout     float64 `json:"dropout"`
+	Seed        *int64  `json:"seed"` // default 42
+	EvalEvery   int     `json:"eval_every"`
+	SampleEvery int     `json:"sample_every"`
+	Backend     string  `json:"backend"` // auto (default), cpu, webgpu
+	Corpus      string  `json:"corpus"`  // builtin (default), or text: the request's "corpus" part
+	CorpusName  string  `json:"corpus_name"`
+	CorpusBytes int     `json:"corpus_bytes"` // for a plan: the size of the corpus to come
+}
+
+// Limits on what a request may ask for, beyond what the trainer checks.
+const (
+	maxSteps    = 1_000_000
+	maxSettings = 64 << 10
+)
+
+// options turns settings into trainer options.
+func (rs RunSettings) options() (train.Options, error) {
+	name := rs.Preset
+	custom := name == "" || name == "custom"
+	if custom {
+		name = gpt.DefaultPreset
+	}
+	p, err := gpt.PresetByName(name)
+	if err != nil {
+		return train.Options{}, err
+	}
+	o := train.DefaultOptions(p)
+	if custom {
+		if rs.Layers == 0 || rs.DModel == 0 || rs.Ctx == 0 {
+			return o, errors.New("custom sizes need layers, d_model and ctx")
+		}
+		o.Preset = ""
+		o.Model = gpt.Config{Layers: rs.Layers, DModel: rs.DModel, Heads: gpt.DefaultHeads(rs.DModel), Ctx: rs.Ctx, DMlp: 4 * rs.DModel}
+		if rs.Heads != 0 {
+			o.Model.Heads = rs.Heads
+		}
+	}
+	if rs.Batch != 0 {
+		o.Batch = rs.Batch
+	}
+	if rs.Steps != 0 {
+		o.Steps = rs.Steps
+	}
+	if rs.LR != 0 {
+		o.LR = rs.LR
+	}
+	o.MinLR = o.LR / 10
+	if rs.MinLR != 0 {
+		o.MinLR = rs.MinLR
+	}
+	if rs.Schedule != "" {
+		o.Schedule = rs.Schedule
+	}
+	o.Warmup, o.Dropout = rs.Warmup, rs.Dropout
+	if rs.Seed != nil {
+		o.Seed = *rs.Seed
+	}
+	o.EvalEvery = autoEvery(o.Steps, 10, 100)
+	if rs.EvalEvery != 0 {
+		o.EvalEvery = rs.EvalEvery
+	}
+	switch {
+	case o.Steps < 1 || o.Steps > maxSteps:
+		return o, fmt.Errorf("steps must be between 1 and %d, got %d", maxSteps, o.Steps)
+	case o.Batch < 1 || o.Batch > 4096:
+		return o, fmt.Errorf("batch must be between 1 and 4096, got %d", o.Batch)
+	case rs.EvalEvery < 0 || rs.SampleEvery < 0:
+		return o, errors.New("eval_every and sample_every must not be negative")
+	case o.Warmup > o.Steps:
+		return o, fmt.Errorf("warmup (%d steps) must not be longer than the run (%d steps)", o.Warmup, o.Steps)
+	case math.IsNaN(o.Dropout):
+		return o, errors.New("dropout must be a number")
+	}
+	return o, o.Validate()
+}
+
+// sampleEvery is how often a live sample is taken: every few hundred steps in a long run,
+// about five times in a short one.
+func (rs RunSettings) sampleEvery(steps int) int {
+	if rs.SampleEvery > 0 {
+		return rs.SampleEvery
+	}
+	return autoEvery(steps, 20, 250)
+}
+
+// autoEvery is steps/5, rounded to a round number, within [lo, hi].
+func autoEvery(steps, lo, hi int) int {
+	n := steps / 5
+	for _, r := range []int{250, 100, 50, 25, 10} {
+		if n >= r {
+			n = n / r * r
+			break
+		}
+	}
+	return min(max(n, lo), hi)
+}
+
+// pickBackend resolves a backend name ("auto" or "" picks the first available one).
+func (s *Server) pickBackend(name string) (string, error) {
+	list := s.cfg.Backends()
+	if name == "" || name == "auto" {
+		for _, b := range list {
+			if b.Available {
+				return b.Name, nil
+			}
+		}
+		return "", errors.New("no compute backend is available")
+	}
+	var names []string
+	for _, b := range list {
+		if b.Name == name {
+			if !b.Available {
+				return "", fmt.Errorf("backend %s is not available: %s", name, b.Note)
+			}
+			return name, nil
+		}
+		names = append(names, b.Name)
+	}
+	return "", fmt.Errorf("unknown backend %q (have auto, %s)", name, strings.Join(names, ", "))
+}
+
+// readStart reads a start request: JSON settings alone, or multipart/form-data with a
+// "settings" part and a "corpus" part (the text to train on). It writes the error itself.
+func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings, []byte, bool) {
+	var rs RunSettings
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		if !decodeJSON(w, r, maxSettings, &rs) {
+			return rs, nil, false
+		}
+		if rs.Corpus != "" && rs.Corpus != "builtin" {
+			httpError(w, http.StatusBadRequest, "corpus %q needs the text in a multipart request's \"corpus\" part", rs.Corpus)
+			return rs, nil, false
+		}
+		return rs, nil, true
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxCorpusBytes+maxSettings+4096)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "malformed multipart request: %v", err)
+		return rs, nil, false
+	}
+	var corpus []byte
+	gotSettings := false
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.partError(w, err)
+			return rs, nil, false
+		}
+		switch part.FormName() {
+		case "settings":
+			name := rs.CorpusName // a "corpus" part may have come first
+			b, err := io.ReadAll(io.LimitReader(part, maxSettings+1))
+			if err != nil {
+				s.partError(w, err)
+				return rs, nil, false
+			}
+			if len(b) > maxSettings {
+				httpError(w, http.StatusRequestEntityTooLarge, "settings are larger than %d bytes", maxSettings)
+				return rs, nil, false
+			}
+			dec := jsonDecoder(bytes.NewReader(b))
+			if err := dec.Decode(&rs); err != nil {
+				httpError(w, http.StatusBadRequest, "malformed settings JSON: %v", err)
+				return rs, nil, false
+			}
+			if rs.CorpusName == "" {
+				rs.CorpusName = name
+			}
+			gotSettings = true
+		case "corpus":
+			b, err := io.ReadAll(io.LimitReader(part, s.cfg.MaxCorpusBytes+1))
+			if err != nil {
+				s.partError(w, err)
+				return rs, nil, false
+			}
+			if int64(len(b)) > s.cfg.MaxCorpusBytes {
+				httpError(w, http.StatusRequestEntityTooLarge, "the corpus is larger than the limit of %s; use a smaller text (or the command line, tinygpt train --data, for big corpora)", humanSize(s.cfg.MaxCorpusBytes))
+				return rs, nil, false
+			}
+			corpus = b
+			if fn := part.FileName(); rs.CorpusName == "" && fn != "" {
+				rs.CorpusName = path.Base(fn)
+			}
+		default:
+			httpError(w, http.StatusBadRequest, "unexpected form part %q (have settings, corpus)", part.FormName())
+			return rs, nil, false
+		}
+	}
+	if !gotSettings {
+		httpError(w, http.StatusBadRequest, "multipart request has no \"settings\" part")
+		return rs, nil, false
+	}
+	if corpus != nil && rs.Corpus == "" {
+		rs.Corpus = "text"
+	}
+	if rs.Corpus == "text" && corpus == nil {
+		httpError(w, http.StatusBadRequest, "corpus \"text\" but the request has no \"corpus\" part")
+		return rs, nil, false
+	}
+	return rs, corpus, true
+}
+
+func (s *Server) partError(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		httpError(w, http.StatusRequestEntityTooLarge, "the request is larger than the corpus limit of %s", humanSize(s.cfg.MaxCorpusBytes))
+		return
+	}
+	httpError(w, http.StatusBadRequest, "malformed multipart request: %v", err)
+}
+
+// StartResponse is the answer to POST /api/runs.
+type StartResponse struct {
+	Run      *Run     `json:"run"`
+	Warnings []string `json:"warnings"`
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	rs, text, ok := s.readStart(w, r)
+	if !ok {
+		return
+	}
+	if rs.Corpus != "" && rs.Corpus != "builtin" && rs.Corpus != "text" {
+		httpError(w, http.StatusBadRequest, "corpus must be \"builtin\" or \"text\", got %q", rs.Corpus)
+		return
+	}
+	opts, err := rs.options()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	beName, err := s.pickBackend(rs.Backend)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	// Refuse a second run before doing any work; checked again under the lock below.
+	if j := s.activeJob(); j != nil {
+		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+		return
+	}
+	id := newID()
+	if err := s.store.create(id); err != nil {
+		httpError(w, http.StatusInternalServerError, "creating the run folder: %v", err)
+		return
+	}
+	ok = false
+	defer func() {
+		if !ok {
+			s.store.remove(id)
+		}
+	}()
+	corpus := data.Builtin()
+	source := "built-in corpus"
+	if text != nil {
+		if err := s.store.writeCorpus(id, text); err != nil {
+			httpError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		// Loading the saved file checks it as the command line checks --data (binary files are refused).
+		c, err := data.Load(s.store.corpusPath(id), "", nil)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, "%s", strings.Replace(err.Error(), s.store.corpusPath(id), "the corpus", 1))
+			return
+		}
+		source = cleanName(rs.CorpusName)
+		if source == "" {
+			source = "pasted text"
+		}
+		c.Source = source
+		corpus = c
+	}
+	if len(corpus.Text) < opts.Model.Ctx+2 {
+		httpError(w, http.StatusBadRequest, "the corpus has %d bytes, too short for a context of %d: it needs at least %d bytes", len(corpus.Text), opts.Model.Ctx, opts.Model.Ctx+2)
+		return
+	}
+	be, err := s.cfg.Open(beName)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	t, err := train.New(be, opts, corpus)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	name := cleanName(rs.Name)
+	if name == "" {
+		label := opts.Preset
+		if label == "" {
+			label = fmt.Sprintf("%dL-d%d", opts.Model.Layers, opts.Model.DModel)
+		}
+		name = fmt.Sprintf("%s on %s", label, source)
+	}
+	c := opts.Model
+	now := time.Now().UTC()
+	run := &Run{ID: id, Name: name, Created: now, Status: StatusTraining, Origin: "trained", Preset: opts.Preset,
+		Config: ModelConfig{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp},
+		Params: c.NumParams(), Batch: opts.Batch, Steps: opts.Steps, LR: opts.LR, Schedule: opts.Schedule,
+		Warmup: opts.Warmup, Dropout: opts.Dropout, Seed: opts.Seed, Backend: beName, Dtype: "fp32",
+		Corpus: CorpusInfo{Source: source, Bytes: len(corpus.Text)}, History: []format.LossPoint{}}
+	s.mu.Lock()
+	if s.job != nil && s.job.active() {
+		j := s.job
+		s.mu.Unlock()
+		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+		return
+	}
+	ok = true
+	j := s.startJob(t, run, beName, rs.sampleEvery(opts.Steps), false)
+	s.mu.Unlock()
+	st := j.snapshotState()
+	writeJSON(w, http.StatusCreated, StartResponse{Run: st.Run, Warnings: planWarnings(opts, len(corpus.Text))})
+}
+
+func busyMessage(j *job) string {
+	st := j.snapshotState()
+	return fmt.Sprintf("a run is already training (%q, step %d of %d); one run trains at a time: stop it or wait for it to finish",
+		st.Run.Name, st.Stats.Step, st.Stats.Steps)
+}
+
+// ContinueRequest is the body of POST /api/runs/{id}/continue.
+type ContinueRequest struct {
+	Steps int `json:"steps"` // more steps to train; 0 finishes the planned steps of a stopped run
+}
+
+func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.getRun(w, r)
+	if !ok {
+		return
+	}
+	var req ContinueRequest
+	if !decodeJSON(w, r, maxSettings, &req) {
+		return
+	}
+	if req.Steps < 0 || req.Steps > maxSteps {
+		httpError(w, http.StatusBadRequest, "steps must be between 0 and %d, got %d", maxSteps, req.Steps)
+		return
+	}
+	if j := s.activeJob(); j != nil {
+		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+		return
+	}
+	f, err := format.ReadFile(s.store.modelPath(run.ID))
+	if err != nil {
+		httpError(w, http.StatusConflict, "the run has no readable checkpoint: %v", err)
+		return
+	}
+	if f.M == nil {
+		httpError(w, http.StatusBadRequest, "this model holds weights only (%s), without the optimizer state that training continues from", run.Dtype)
+		return
+	}
+	total := int(f.Step) + req.Steps
+	if req.Steps == 0 {
+		if int(f.Step) >= f.Header.Config.MaxSteps {
+			httpError(w, http.StatusBadRequest, "the run has trained all its %d steps; ask for more steps", f.Step)
+			return
+		}
+		total = 0 // keep the planned total
+	}
+	var corpus *data.Corpus
+	if b, err := os.ReadFile(s.store.corpusPath(run.ID)); err == nil {
+		corpus = &data.Corpus{Text: b, Source: run.Corpus.Source, Files: 1}
+	}
+	beName, err := s.pickBackend("auto")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	be, err := s.cfg.Open(beName)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	t, err := train.Resume(be, f, train.ResumeOptions{Steps: total, Corpus: corpus, Backend: beName})
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if t.Opts.EvalEvery == 0 {
+		t.Opts.EvalEvery = autoEvery(t.Opts.Steps-t.Step(), 10, 100)
+	}
+	if run.Origin != "trained" && corpus == nil {
+		// An uploaded model trains on the corpus stored in it; keep it beside the run too.
+		s.store.writeCorpus(run.ID, t.Corpus.Text)
+	}
+	s.mu.Lock()
+	if s.job != nil && s.job.active() {
+		j := s.job
+		s.mu.Unlock()
+		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+		return
+	}
+	run.Backend = beName
+	j := s.startJob(t, run, beName, RunSettings{}.sampleEvery(t.Opts.Steps-t.Step()), true)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, j.snapshotState())
+}
+
+// getRun finds the run named in the path; it writes the 404 itself.
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) (*Run, bool) {
+	id := r.PathValue("id")
+	if j := s.currentJob(); j != nil && j.id == id && j.active() {
+		return j.snapshotState().Run, true
+	}
+	run, err := s.store.get(id)
+	if errors.Is(err, errNoRun) {
+		httpError(w, http.StatusNotFound, "no run with id %q", id)
+		return nil, false
+	}
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return nil, false
+	}
+	return run, true
+}
+
+// RunList is the answer to GET /api/runs: every run, newest first, with its loss curve
+// thinned to at most 200 points.
+type RunList struct {
+	Runs []*Run `json:"runs"`
+}
+
+func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.store.list()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if j := s.activeJob(); j != nil {
+		for i, run := range runs {
+			if run.ID == j.id {
+				runs[i] = j.snapshotState().Run
+			}
+		}
+	}
+	for _, run := range runs {
+		run.History = downsample(run.History, 200)
+		run.Sample = ""
+	}
+	if runs == nil {
+		runs = []*Run{}
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: runs})
+}
+
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.getRun(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) handleDeleteRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.getRun(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.job != nil && s.job.id == run.ID && s.job.active() {
+		httpError(w, http.StatusConflict, "the run is training; stop it before deleting it")
+		return
+	}
+	s.models.forget(run.ID)
+	if err := s.store.remove(run.ID); err != nil {
+		httpError(w, http.StatusInternalServerError, "deleting the run: %v", err)
+		return
+	}
+	if s.job != nil && s.job.id == run.ID {
+		s.job = nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": run.ID})
+}
+
+// handleDownload sends the run's checkpoint as a .tinygpt file: format=full (as stored, with the
+// optimizer state where it has one), fp16 or int4 (weights only).
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.getRun(w, r)
+	if !ok {
+		return
+	}
+	kind := r.URL.Query().Get("format")
+	if kind == "" {
+		kind = "full"
+	}
+	if kind != "full" && kind != "fp16" && kind != "int4" {
+		httpError(w, http.StatusBadRequest, "format must be full, fp16 or int4, got %q", kind)
+		return
+	}
+	// A run in training first saves its current state, so the download holds the latest weights.
+	if j := s.activeJob(); j != nil && j.id == run.ID {
+		if err := j.control(r.Context(), "save"); err != nil && !errors.Is(err, errNotTraining) {
+			httpError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+	}
+	raw, err := os.ReadFile(s.store.modelPath(run.ID))
+	if err != nil {
+		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
+		return
+	}
+	f, err := format.Decode(raw)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
+		return
+	}
+	name := fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
+	body := raw
+	if kind != "full" {
+		var g *format.File
+		if kind == "fp16" {
+			g = format.ToFP16(f, name+".tinygpt", time.Now())
+		} else {
+			g = format.ToInt4(f, name+".tinygpt", time.Now())
+		}
+		if body, err = format.Encode(g); err != nil {
+			httpError(w, http.StatusInternalServerError, "converting: %v", err)
+			return
+		}
+		name += "." + kind
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name + ".tinygpt"}))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// handleImport adds an uploaded .tinygpt file (the request body) as a run. The name comes from
+// the "name" query parameter and is only shown, never used as a path.
+func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxModelBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "the model file is larger than the limit of %s", humanSize(s.cfg.MaxModelBytes))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading the upload: %v", err)
+		return
+	}
+	if len(body) == 0 {
+		httpError(w, http.StatusBadRequest, "the upload is empty; send the .tinygpt file as the request body")
+		return
+	}
+	f, err := format.Decode(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "not a usable .tinygpt model file: %v", err)
+		return
+	}
+	c := f.Header.Config
+	gc := gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp}
+	if err := gc.Validate(); err != nil {
+		httpError(w, http.StatusBadRequest, "the model's config is not usable: %v", err)
+		return
+	}
+	name := cleanName(strings.TrimSuffix(r.URL.Query().Get("name"), ".tinygpt"))
+	if name == "" {
+		name = "uploaded model"
+	}
+	id := newID()
+	if err := s.store.create(id); err != nil {
+		httpError(w, http.StatusInternalServerError, "creating the run folder: %v", err)
+		return
+	}
+	run := &Run{ID: id, Name: name, Created: time.Now().UTC(), Status: StatusUploaded, Origin: "uploaded",
+		Backend: c.Backend, FileBytes: int64(len(body))}
+	run.fromHeader(f)
+	if run.History == nil {
+		run.History = []format.LossPoint{}
+	}
+	if err := writeFileAtomic(s.store.modelPath(id), body); err != nil {
+		s.store.remove(id)
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if err := s.store.save(run); err != nil {
+		s.store.remove(id)
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, run)
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+func statSize(path string) (int64, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}

@@ -1,0 +1,352 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"tinygpt/format"
+)
+
+// Run is a stored run as the API shows it: its settings, progress, loss history and sample.
+type Run struct {
+	ID        string             `json:"id"`
+	Name      string             `json:"name"`
+	Created   time.Time          `json:"created"`
+	Updated   time.Time          `json:"updated"`
+	Status    string             `json:"status"` // see the Status constants
+	Error     string             `json:"error,omitempty"`
+	Origin    string             `json:"origin"` // "trained" here or "uploaded"
+	Preset    string             `json:"preset,omitempty"`
+	Config    ModelConfig        `json:"config"`
+	Params    int                `json:"params"`
+	Batch     int                `json:"batch"`
+	Step      int                `json:"step"`  // steps done (as of the checkpoint, or live while training)
+	Steps     int                `json:"steps"` // planned total
+	LR        float64            `json:"lr"`
+	Schedule  string             `json:"schedule,omitempty"`
+	Warmup    int                `json:"warmup"`
+	Dropout   float64            `json:"dropout"`
+	Seed      int64              `json:"seed"`
+	Backend   string             `json:"backend,omitempty"`
+	Corpus    CorpusInfo         `json:"corpus"`
+	Train     *float64           `json:"train_loss,omitempty"`
+	Val       *float64           `json:"val_loss,omitempty"`
+	Best      *format.BestVal    `json:"best_val,omitempty"`
+	Elapsed   float64            `json:"elapsed_s"`
+	Sample    string             `json:"sample,omitempty"`
+	Dtype     string             `json:"dtype"`     // fp32, fp16 or int4
+	Resumable bool               `json:"resumable"` // holds the optimizer state and a corpus, so it can train on
+	FileBytes int64              `json:"file_bytes"`
+	History   []format.LossPoint `json:"history"`
+}
+
+// ModelConfig is a model's shape.
+type ModelConfig struct {
+	Layers int `json:"layers"`
+	DModel int `json:"d_model"`
+	Heads  int `json:"heads"`
+	Ctx    int `json:"ctx"`
+	DMlp   int `json:"d_mlp"`
+}
+
+// CorpusInfo says what a run trained on.
+type CorpusInfo struct {
+	Source string `json:"source"`
+	Bytes  int    `json:"bytes"`
+}
+
+// Run statuses.
+const (
+	StatusTraining = "training"
+	StatusPaused   = "paused"
+	StatusDone     = "done"    // trained all its planned steps
+	StatusStopped  = "stopped" // stopped early; it can continue
+	StatusFailed   = "failed"
+	StatusUploaded = "uploaded"
+)
+
+// store keeps runs in folders named by their id under dir/runs.
+type store struct {
+	dir string
+	mu  sync.Mutex // serialises run.json writes and deletes
+}
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+func openStore(dir string) (*store, error) {
+	st := &store{dir: filepath.Join(dir, "runs")}
+	if err := os.MkdirAll(st.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	// Runs that were training when the server died are stopped; their checkpoint is the truth.
+	runs, err := st.list()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		if r.Status != StatusTraining && r.Status != StatusPaused {
+			continue
+		}
+		if err := st.recover(r); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// recover resets an interrupted run to its last checkpoint.
+func (st *store) recover(r *Run) error {
+	f, err := format.ReadFile(st.modelPath(r.ID))
+	if err != nil {
+		r.Status, r.Error = StatusFailed, "the server stopped before this run's first checkpoint"
+		r.Resumable = false
+		return st.save(r)
+	}
+	r.fromHeader(f)
+	r.Status = StatusStopped
+	r.Error = fmt.Sprintf("the server stopped while training; continued from the checkpoint at step %d", r.Step)
+	return st.save(r)
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// path returns the folder of a run. id must have passed validID.
+func (st *store) path(id string) string       { return filepath.Join(st.dir, id) }
+func (st *store) modelPath(id string) string  { return filepath.Join(st.dir, id, "model.tinygpt") }
+func (st *store) corpusPath(id string) string { return filepath.Join(st.dir, id, "corpus.txt") }
+func (st *store) metaPath(id string) string   { return filepath.Join(st.dir, id, "run.json") }
+func validID(id string) bool                  { return idPattern.MatchString(id) }
+func (st *store) create(id string) error      { return os.Mkdir(st.path(id), 0o755) }
+func (st *store) writeCorpus(id string, b []byte) error {
+	return writeFileAtomic(st.corpusPath(id), b)
+}
+
+// remove deletes a run's folder.
+func (st *store) remove(id string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return os.RemoveAll(st.path(id))
+}
+
+// errNoRun reports an unknown run id.
+var errNoRun = errors.New("no such run")
+
+// get reads a run's record.
+func (st *store) get(id string) (*Run, error) {
+	if !validID(id) {
+		return nil, errNoRun
+	}
+	b, err := os.ReadFile(st.metaPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errNoRun
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("run %s: damaged run.json: %w", id, err)
+	}
+	if r.History == nil {
+		r.History = []format.LossPoint{}
+	}
+	return &r, nil
+}
+
+// save writes a run's record crash-safely.
+func (st *store) save(r *Run) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, err := os.Stat(st.path(r.ID)); err != nil {
+		return fmt.Errorf("run %s was deleted", r.ID)
+	}
+	r.Updated = time.Now().UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding run %s: %w", r.ID, err)
+	}
+	return writeFileAtomic(st.metaPath(r.ID), b)
+}
+
+// list returns every readable run, newest first.
+func (st *store) list() ([]*Run, error) {
+	ents, err := os.ReadDir(st.dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	var runs []*Run
+	for _, e := range ents {
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		r, err := st.get(e.Name())
+		if err != nil {
+			continue // a half-created or damaged folder is not a run
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Created.After(runs[j].Created) })
+	return runs, nil
+}
+
+// fromHeader fills the run's settings and progress from a model file.
+func (r *Run) fromHeader(f *format.File) {
+	h := f.Header
+	c := h.Config
+	r.Config = ModelConfig{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp}
+	r.Params = format.ParamCount(c)
+	r.Batch, r.Steps, r.LR, r.Seed = c.BatchSize, c.MaxSteps, c.LearningRate, c.Seed
+	r.Step = int(f.Step)
+	r.History = h.LossHistory
+	r.Best = h.BestVal
+	r.Train, r.Val = nil, nil
+	if h.FinalLoss != nil {
+		r.Train, r.Val = h.FinalLoss.Train, h.FinalLoss.Val
+	}
+	r.Sample = h.Sample
+	r.Dtype = h.WeightDtype
+	if r.Dtype == "" {
+		r.Dtype = "fp32"
+	}
+	if r.Corpus.Bytes == 0 {
+		r.Corpus = CorpusInfo{Source: "stored in the model file", Bytes: len(h.Corpus)}
+	}
+	var saved struct {
+		Schedule     string  `json:"schedule"`
+		Warmup       int     `json:"warmup"`
+		Dropout      float64 `json:"dropout"`
+		Preset       string  `json:"preset"`
+		CorpusSource string  `json:"corpusSource"`
+		CorpusBytes  int     `json:"corpusBytes"`
+		TrainSeconds float64 `json:"trainSeconds"`
+	}
+	if len(h.Train) > 0 && json.Unmarshal(h.Train, &saved) == nil {
+		r.Schedule, r.Warmup, r.Dropout, r.Elapsed = saved.Schedule, saved.Warmup, saved.Dropout, saved.TrainSeconds
+		if r.Preset == "" {
+			r.Preset = saved.Preset
+		}
+		if r.Origin == "uploaded" && saved.CorpusSource != "" {
+			r.Corpus = CorpusInfo{Source: saved.CorpusSource, Bytes: saved.CorpusBytes}
+		}
+	}
+	if r.Schedule == "" {
+		r.Schedule = "constant"
+	}
+	r.Resumable = f.M != nil && (h.Corpus != "" || r.Origin == "trained")
+}
+
+// downsample returns at most n points of h, evenly spread, always keeping the last one and
+// every point with a validation loss.
+func downsample(h []format.LossPoint, n int) []format.LossPoint {
+	if len(h) <= n {
+		return h
+	}
+	out := make([]format.LossPoint, 0, n+n/2)
+	every := float64(len(h)) / float64(n)
+	next := 0.0
+	for i, p := range h {
+		if float64(i) >= next || p.Val != nil || i == len(h)-1 {
+			out = append(out, p)
+			if float64(i) >= next {
+				next += every
+			}
+		}
+	}
+	return out
+}
+
+// cleanName makes a user-given name safe to show: printable, one line, at most 80 characters.
+func cleanName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:80])
+	}
+	return s
+}
+
+// fileName turns a run's name into a download file name: letters, digits, '-', '_' and '.'.
+func fileName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' || r == '.'):
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-.")
+	if s == "" {
+		s = "model"
+	}
+	return s
+}
+
+// finite returns a pointer to v, or nil when v is NaN or infinite (JSON has no NaN).
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// writeFileAtomic writes b to path so that a crash leaves either the old or the new file: a
+// temporary file in the same folder, fsync, rename, and a sync of the folder.
+func writeFileAtomic(path string, b []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			err = fmt.Errorf("writing %s: %w", path, err)
+		}
+	}()
+	if _, err = tmp.Write(b); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil && runtime.GOOS != "windows" {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
