@@ -41,3 +41,21 @@ func BenchmarkTrainStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecode times KV-cached generation of a window of tokens at the small preset.
+func BenchmarkDecode(b *testing.B) {
+	p, _ := gpt.PresetByName("small")
+	m, _ := gpt.New(cpu.New(), p.Config)
+	m.SetWeights(gpt.InitWeights(p.Config, 1))
+	g := m.NewGenerator()
+	b.ReportAllocs()
+	tokens := 0
+	for i := 0; i < b.N; i++ {
+		logits, _ := g.Reset([]int32{'\n'})
+		for range p.Ctx - 1 {
+			logits, _ = g.Push(gpt.Argmax(logits))
+			tokens++
+		}
+	}
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tokens/s")
+}

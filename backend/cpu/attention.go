@@ -49,6 +49,12 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 	if len(t.scratch) != be.pool.workers {
 		t.scratch = make([]attnScratch, be.pool.workers)
 	}
+	if mode == attnDecode {
+		for w := range t.scratch {
+			grow(&t.scratch[w].s, T)
+		}
+		return t
+	}
 	for w := range t.scratch {
 		a := &t.scratch[w]
 		grow(&a.s, T*t.ldS)
@@ -258,14 +264,19 @@ func axpyGo(y []float32, a float32, x []float32) {
 }
 
 // decode attends the single query q [C] (the newest position, t.T−1) over the cached keys and
-// values of rows [0, t.T), with the same products and softmax as forward, so the result is
-// bit-for-bit row t.T−1 of a full pass.
+// values of rows [0, t.T) with dot products and axpys straight from the cache: a matrix
+// product of one row would waste most of the micro-kernel. The result equals row t.T−1 of a
+// full pass up to float32 rounding (the sums run in another order).
 func (t *attentionTask) decode(w, h int) {
-	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
-	n := t.T
-	t.gather(a.kh, a.kt, t.k, 0, h)
-	t.gather(a.vh, nil, t.v, 0, h)
-	kern.gemm(ms, 1, roundUp(n, kern.nr), t.hs, t.q[h*t.hs:], t.hs, 1, t.direct(a.kt, t.ldS), a.s, t.ldS, false, nil)
-	softmaxRow(a.s[:n], t.scale)
-	kern.gemm(ms, 1, t.hs, n, a.s, t.ldS, 1, t.direct(a.vh, t.ldH), t.out[h*t.hs:], t.C, false, nil)
+	s := t.scratch[w].s[:t.T]
+	qt := t.q[h*t.hs:][:t.hs]
+	for j := range s {
+		s[j] = dot(qt, t.row(t.k, j, h))
+	}
+	softmaxRow(s, t.scale)
+	o := t.out[h*t.hs:][:t.hs]
+	clear(o)
+	for j, p := range s {
+		axpy(o, p, t.row(t.v, j, h))
+	}
 }

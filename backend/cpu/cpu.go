@@ -40,6 +40,7 @@ type Backend struct {
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
 	pb          packBTask
+	gv          gemvTask
 	enc         encoderTask
 	ln          layerNormTask
 	bias        biasTask

@@ -138,6 +138,13 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		}
 		return
 	}
+	if M == 1 {
+		be.gemv(c, a, b, bias, N, K, l == backend.NT, accumulate)
+		if act != nil {
+			geluSlice(act, c)
+		}
+		return
+	}
 	t := &be.mm
 	t.be, t.c, t.a, t.bias, t.act = be, c, a, bias, act
 	t.M, t.N, t.K, t.accumulate = M, N, K, accumulate
@@ -290,6 +297,53 @@ func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool
 				v += bias[j]
 			}
 			crow[j] = v
+		}
+	}
+}
+
+// gemvTask is a product with a single row of C, as in generating one token at a time, where
+// the micro-kernel's MR rows would be mostly padding. Without Bᵀ, C is built up as a sum of
+// rows of B scaled by the elements of a (axpy, reading B in place); with Bᵀ each element of C
+// is a dot product of a with a row of B. Chunks are blocks of gemvCols columns.
+type gemvTask struct {
+	c, a, b, bias []float32
+	N, K          int
+	trans         bool // b is Bᵀ, [N, K]
+	accumulate    bool
+}
+
+const gemvCols = 64
+
+// gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
+// contiguous when M is 1).
+func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate bool) {
+	t := &be.gv
+	*t = gemvTask{c: c[:N], a: a[:K], b: b[:K*N], bias: bias, N: N, K: K, trans: trans, accumulate: accumulate}
+	be.pool.Run(t, tiles(N, gemvCols), 1, K*gemvCols/8)
+}
+
+func (t *gemvTask) run(_, lo, hi int) {
+	j0, j1 := lo*gemvCols, min(hi*gemvCols, t.N)
+	y := t.c[j0:j1]
+	if t.trans {
+		for j := range y {
+			v := dot(t.a, t.b[(j0+j)*t.K:(j0+j+1)*t.K])
+			if t.accumulate {
+				v = y[j] + v
+			}
+			y[j] = v
+		}
+	} else {
+		if !t.accumulate {
+			clear(y)
+		}
+		for k, ak := range t.a {
+			axpy(y, ak, t.b[k*t.N+j0:k*t.N+j1])
+		}
+	}
+	if t.bias != nil {
+		for j, v := range t.bias[j0:j1] {
+			y[j] += v
 		}
 	}
 }
