@@ -139,3 +139,8 @@ func geluGradSlice(out, x, dout []float32) {
 	}
 	geluGradGo(out[n8:], x[n8:len(out)], dout[n8:len(out)])
 }
+
+// fmaPeak512 runs n·768 flops of independent AVX-512 fused multiply-adds (benchmarks only).
+//
+//go:noescape
+func fmaPeak512(n int)
