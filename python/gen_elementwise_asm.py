@@ -10,7 +10,7 @@ consts = [
  ('ONE', bits(1.0)), ('HALF', bits(0.5)),
  ('C2', bits(1/2)), ('C3', bits(1/6)), ('C4', bits(1/24)), ('C5', bits(1/120)), ('C6', bits(1/720)), ('C7', bits(1/5040)),
  ('RSQRT2', bits(1/math.sqrt(2))), ('ABSMASK', 0x7fffffff), ('ZMAX', bits(7.5)),
- ('TC', bits(tc)), ('RTH', bits(1/th)), ('RSQRT2PI', bits(1/math.sqrt(2*math.pi))),
+ ('TC', bits(tc)), ('RTH', bits(1/th)), ('RSQRT2PI', bits(1/math.sqrt(2*math.pi))), ('NEGINF', 0xff800000),
 ] + [('P%d'%i, bits(c)) for i,c in enumerate(P)]
 out=[]
 L=out.append
@@ -182,4 +182,30 @@ L('	SUBQ $8, CX')
 L('	JNZ gradloop')
 L('	VZEROUPPER')
 L('	RET')
-open('/work/main/backend/cpu/elementwise_amd64.s','w').write('\n'.join(out)+'\n')
+SCALEMAX = '''// x[i] *= s for i < n, n a positive multiple of 8; returns the largest x[i] after scaling.
+TEXT ·scaleMax8(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y1
+	VMOVUPS elemconst<>+NEGINF(SB), Y2
+scalemaxloop:
+	VMULPS (SI), Y1, Y0
+	VMOVUPS Y0, (SI)
+	VMAXPS Y0, Y2, Y2
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ scalemaxloop
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+'''
+out.append(SCALEMAX.rstrip('\n'))
+import os
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, '..', 'backend', 'cpu', 'elementwise_amd64.s'), 'w').write('\n'.join(out)+'\n')

@@ -37,7 +37,8 @@ type attentionTask struct {
 type attnScratch struct {
 	s, ds          []float32 // [T, ldS] scores → probabilities, and their gradient
 	kt, vt         []float32 // [hs, ldS] the head's keys and values transposed
-	qh, kh, vh, dh []float32 // [T, ldH] the head's queries, keys, values, output gradient
+	qh, kh, vh, dh []float32 // [T, ldH] copies of the head's q, k, v, dout (see head)
+	inv            []float32 // [T] forward: 1/Σ of each row's exponentials
 }
 
 func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
@@ -58,6 +59,7 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 	for w := range t.scratch {
 		a := &t.scratch[w]
 		grow(&a.s, T*t.ldS)
+		grow(&a.inv, T)
 		grow(&a.kt, t.hs*t.ldS)
 		grow(&a.qh, T*t.ldH)
 		grow(&a.kh, T*t.ldH)
@@ -122,23 +124,41 @@ func (t *attentionTask) row(x []float32, r, h int) []float32 {
 	return x[r*t.C+h*t.hs:][:t.hs]
 }
 
-// gather copies the head-h columns of rows [base, base+T) of x into dst [T, ldH], and, when
-// dstT is not nil, their transpose into dstT [hs, ldS]; padding columns are zero.
-func (t *attentionTask) gather(dst, dstT, x []float32, base, h int) {
+// head returns the head-h columns of rows [base, base+T) of x as a matrix and its row stride:
+// x itself when the head width is a whole number of micro-kernel panels, else a copy in buf
+// [T, ldH] whose padding columns are zero (the micro-kernel reads B a whole panel wide).
+func (t *attentionTask) head(buf, x []float32, base, h int) ([]float32, int) {
+	if t.hs%t.be.kern.nr == 0 {
+		return x[base*t.C+h*t.hs:], t.C
+	}
 	for i := range t.T {
-		d := dst[i*t.ldH : (i+1)*t.ldH]
+		d := buf[i*t.ldH : (i+1)*t.ldH]
 		copy(d, t.row(x, base+i, h))
 		clear(d[t.hs:])
-		if dstT != nil {
-			for c, v := range d[:t.hs] {
-				dstT[c*t.ldS+i] = v
-			}
+	}
+	return buf, t.ldH
+}
+
+// transposeHead writes the transpose of the head-h columns of rows [base, base+T) of x into
+// dst [hs, ldS], with zero padding columns.
+func (t *attentionTask) transposeHead(dst, x []float32, base, h int) {
+	// Eight rows at a time, so that each destination row gets eight consecutive floats.
+	i := 0
+	for ; i+8 <= t.T; i += 8 {
+		r0, r1, r2, r3 := t.row(x, base+i, h), t.row(x, base+i+1, h), t.row(x, base+i+2, h), t.row(x, base+i+3, h)
+		r4, r5, r6, r7 := t.row(x, base+i+4, h), t.row(x, base+i+5, h), t.row(x, base+i+6, h), t.row(x, base+i+7, h)
+		for c := range t.hs {
+			d := dst[c*t.ldS+i : c*t.ldS+i+8 : c*t.ldS+i+8]
+			d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = r0[c], r1[c], r2[c], r3[c], r4[c], r5[c], r6[c], r7[c]
 		}
 	}
-	if dstT != nil {
-		for c := range t.hs {
-			clear(dstT[c*t.ldS+t.T : (c+1)*t.ldS])
+	for ; i < t.T; i++ {
+		for c, v := range t.row(x, base+i, h) {
+			dst[c*t.ldS+i] = v
 		}
+	}
+	for c := range t.hs {
+		clear(dst[c*t.ldS+t.T : (c+1)*t.ldS])
 	}
 }
 
@@ -151,39 +171,43 @@ func (t *attentionTask) direct(b []float32, ld int) bMat {
 // granularity, so only blocks on or below the diagonal are computed.
 func (t *attentionTask) rowBlock() int { return roundUp(48, t.be.kern.mr) }
 
-// probs computes, for query rows [i0, i1), the scaled scores against keys [0, i1) into a.s and
-// turns row i into softmax probabilities over keys 0..i, zero after i. With lse == nil (the
-// forward pass) it also returns each row's log-sum-exp in lseOut; otherwise it uses the saved
-// log-sum-exp of each row.
-func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, i0, i1 int, lse, lseOut []float32) {
+// probs computes, for query rows [i0, i1), the scaled scores (q, with row stride ldq) against
+// keys [0, i1) into a.s and turns row i into exponentials over keys 0..i, zero after i. With
+// lse (the backward pass) they are exp(score − lse), the probabilities of the forward pass.
+// Without (the forward pass) they are exp(score − max), left unnormalised: the row's
+// log-sum-exp goes to lseOut[i] and 1/sum to inv[i].
+//
+// The exponentials of a row run over a whole number of 8-wide vectors: the scores past the
+// diagonal that make up the last vector are set to −Inf first, whose exponential is 0.
+func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, q []float32, ldq, i0, i1 int, lse, lseOut, inv []float32) {
 	kern := t.be.kern
-	n := roundUp(i1, kern.nr)
-	kern.gemm(ms, i1-i0, n, t.hs, a.qh[i0*t.ldH:], t.ldH, 1, t.direct(a.kt, t.ldS), a.s[i0*t.ldS:], t.ldS, false, nil)
+	kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, q[i0*ldq:], ldq, 1, t.direct(a.kt, t.ldS), a.s[i0*t.ldS:], t.ldS, false, nil)
+	negInf := float32(math.Inf(-1))
 	for i := i0; i < i1; i++ {
-		row := a.s[i*t.ldS : i*t.ldS+i1]
-		if lse != nil {
-			p := row[:i+1]
-			for j := range p {
-				p[j] *= t.scale
-			}
-			expShift(p, lse[i])
-			clear(row[i+1:])
-			continue
+		row := a.s[i*t.ldS : (i+1)*t.ldS]
+		n := min(roundUp(i+1, 8), t.ldS)
+		for j := i + 1; j < n; j++ {
+			row[j] = negInf
 		}
-		lseOut[i] = softmaxRow(row[:i+1], t.scale)
-		clear(row[i+1:])
+		p := row[:n]
+		mx := scaleMax(p, t.scale)
+		if lse != nil {
+			expShift(p, lse[i])
+		} else {
+			sum := expShift(p, mx)
+			lseOut[i] = mx + float32(math.Log(float64(sum)))
+			inv[i] = 1 / sum
+		}
+		if n < i1 {
+			clear(row[n:i1])
+		}
 	}
 }
 
 // softmaxRow replaces the raw scores x in row by softmax(x·scale) and returns the log-sum-exp
-// of the scaled scores. The forward pass and single-token decoding share it, so that a cached
-// generation computes exactly what a full pass does.
+// of the scaled scores.
 func softmaxRow(row []float32, scale float32) float32 {
-	mx := float32(math.Inf(-1))
-	for j := range row {
-		row[j] *= scale
-		mx = max(mx, row[j])
-	}
+	mx := scaleMax(row, scale)
 	sum := expShift(row, mx)
 	inv := 1 / sum
 	for j := range row {
@@ -195,33 +219,39 @@ func softmaxRow(row []float32, scale float32) float32 {
 func (t *attentionTask) forward(w, b, h int) {
 	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	T, base, rb := t.T, b*t.T, t.rowBlock()
-	t.gather(a.qh, nil, t.q, base, h)
-	t.gather(a.kh, a.kt, t.k, base, h)
-	t.gather(a.vh, nil, t.v, base, h)
+	q, ldq := t.head(a.qh, t.q, base, h)
+	v, ldv := t.head(a.vh, t.v, base, h)
+	t.transposeHead(a.kt, t.k, base, h)
 	lse := t.lse[(b*t.NH+h)*T:][:T]
+	inv := a.inv[:T]
 	for i0 := 0; i0 < T; i0 += rb {
 		i1 := min(i0+rb, T)
-		t.probs(a, ms, i0, i1, nil, lse)
-		// out[i0:i1] = P[i0:i1, 0:i1]·V[0:i1]
-		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, t.direct(a.vh, t.ldH), t.out[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+		t.probs(a, ms, q, ldq, i0, i1, nil, lse, inv)
+		// out[i0:i1] = P[i0:i1, 0:i1]·V[0:i1], then each row divided by its sum.
+		out := t.out[(base+i0)*t.C+h*t.hs:]
+		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, t.direct(v, ldv), out, t.C, false, nil)
+		for i := i0; i < i1; i++ {
+			scaleMax(t.row(t.out, base+i, h), inv[i])
+		}
 	}
 }
 
 func (t *attentionTask) backward(w, b, h int) {
 	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	T, base, rb, ldS := t.T, b*t.T, t.rowBlock(), t.ldS
-	t.gather(a.qh, nil, t.q, base, h)
-	t.gather(a.kh, a.kt, t.k, base, h)
-	t.gather(a.vh, a.vt, t.v, base, h)
-	t.gather(a.dh, nil, t.dout, base, h)
+	q, ldq := t.head(a.qh, t.q, base, h)
+	k, ldk := t.head(a.kh, t.k, base, h)
+	do, ldo := t.head(a.dh, t.dout, base, h)
+	t.transposeHead(a.kt, t.k, base, h)
+	t.transposeHead(a.vt, t.v, base, h)
 	lse := t.lse[(b*t.NH+h)*T:][:T]
 	for i0 := 0; i0 < T; i0 += rb {
 		i1 := min(i0+rb, T)
-		t.probs(a, ms, i0, i1, lse, nil)
+		t.probs(a, ms, q, ldq, i0, i1, lse, nil, nil)
 		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
-		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, a.dh[i0*t.ldH:], t.ldH, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
+		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, do[i0*ldo:], ldo, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
 		for i := i0; i < i1; i++ {
-			D := dot(a.dh[i*t.ldH:][:t.hs], t.row(t.out, base+i, h))
+			D := dot(t.row(t.dout, base+i, h), t.row(t.out, base+i, h))
 			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
 			for j := range ds[:i+1] {
 				ds[j] = p[j] * (ds[j] - D) * t.scale
@@ -229,14 +259,14 @@ func (t *attentionTask) backward(w, b, h int) {
 			clear(ds[i+1:])
 		}
 		// dQ[i0:i1] = dS[i0:i1, 0:i1]·K[0:i1]
-		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, t.direct(a.kh, t.ldH), t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, t.direct(k, ldk), t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
 	}
 	// dK[j0:j1] = dSᵀ[j0:j1, j0:T]·Q[j0:T] and dV[j0:j1] = Pᵀ[j0:j1, j0:T]·dO[j0:T]: rows
 	// i < j0 of dS and P are zero in these columns.
 	for j0 := 0; j0 < T; j0 += rb {
 		j1 := min(j0+rb, T)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, t.direct(a.qh[j0*t.ldH:], t.ldH), t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, t.direct(a.dh[j0*t.ldH:], t.ldH), t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, t.direct(q[j0*ldq:], ldq), t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, t.direct(do[j0*ldo:], ldo), t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
 	}
 }
 

@@ -104,15 +104,31 @@ func BenchmarkPoolLoop(b *testing.B) {
 	}
 }
 
-// BenchmarkFMAPeak measures one core's peak AVX-512 fused multiply-add rate, the yardstick
-// for the matmul kernel's GFLOP/s.
-func BenchmarkFMAPeak(b *testing.B) {
-	if !useAVX512 {
-		b.Skip("no AVX-512")
+
+// BenchmarkAttention times the attention forward and backward of one layer of the small
+// preset (B 16, T 64, C 96, 3 heads) on one core.
+func BenchmarkAttention(b *testing.B) {
+	be := New()
+	be.pool = newPool(1)
+	B, T, C, NH := 16, 64, 96, 3
+	n := B * T * C
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%17)*0.01 - 0.08
 	}
-	const iters = 1 << 16
-	for i := 0; i < b.N; i++ {
-		fmaPeak512(iters)
+	q, k, v, out, dout := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+	dq, dk, dv, lse := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(B*NH*T)
+	for _, t := range []backend.Tensor{q, k, v, dout} {
+		be.Upload(t, x)
 	}
-	b.ReportMetric(768*iters*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.Run("forward", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			be.Attention(out, lse, q, k, v, B, T, C, NH)
+		}
+	})
+	b.Run("backward", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			be.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+		}
+	})
 }

@@ -32,17 +32,18 @@
 #define TC 512
 #define RTH 544
 #define RSQRT2PI 576
-#define P0 608
-#define P1 640
-#define P2 672
-#define P3 704
-#define P4 736
-#define P5 768
-#define P6 800
-#define P7 832
-#define P8 864
-#define P9 896
-#define P10 928
+#define NEGINF 608
+#define P0 640
+#define P1 672
+#define P2 704
+#define P3 736
+#define P4 768
+#define P5 800
+#define P6 832
+#define P7 864
+#define P8 896
+#define P9 928
+#define P10 960
 
 DATA elemconst<>+0(SB)/4, $0x42b0999a
 DATA elemconst<>+4(SB)/4, $0x42b0999a
@@ -196,95 +197,103 @@ DATA elemconst<>+592(SB)/4, $0x3ecc422a
 DATA elemconst<>+596(SB)/4, $0x3ecc422a
 DATA elemconst<>+600(SB)/4, $0x3ecc422a
 DATA elemconst<>+604(SB)/4, $0x3ecc422a
-DATA elemconst<>+608(SB)/4, $0xbf074e64
-DATA elemconst<>+612(SB)/4, $0xbf074e64
-DATA elemconst<>+616(SB)/4, $0xbf074e64
-DATA elemconst<>+620(SB)/4, $0xbf074e64
-DATA elemconst<>+624(SB)/4, $0xbf074e64
-DATA elemconst<>+628(SB)/4, $0xbf074e64
-DATA elemconst<>+632(SB)/4, $0xbf074e64
-DATA elemconst<>+636(SB)/4, $0xbf074e64
-DATA elemconst<>+640(SB)/4, $0x3f0aa82d
-DATA elemconst<>+644(SB)/4, $0x3f0aa82d
-DATA elemconst<>+648(SB)/4, $0x3f0aa82d
-DATA elemconst<>+652(SB)/4, $0x3f0aa82d
-DATA elemconst<>+656(SB)/4, $0x3f0aa82d
-DATA elemconst<>+660(SB)/4, $0x3f0aa82d
-DATA elemconst<>+664(SB)/4, $0x3f0aa82d
-DATA elemconst<>+668(SB)/4, $0x3f0aa82d
-DATA elemconst<>+672(SB)/4, $0x3c22ec76
-DATA elemconst<>+676(SB)/4, $0x3c22ec76
-DATA elemconst<>+680(SB)/4, $0x3c22ec76
-DATA elemconst<>+684(SB)/4, $0x3c22ec76
-DATA elemconst<>+688(SB)/4, $0x3c22ec76
-DATA elemconst<>+692(SB)/4, $0x3c22ec76
-DATA elemconst<>+696(SB)/4, $0x3c22ec76
-DATA elemconst<>+700(SB)/4, $0x3c22ec76
-DATA elemconst<>+704(SB)/4, $0xbcce195c
-DATA elemconst<>+708(SB)/4, $0xbcce195c
-DATA elemconst<>+712(SB)/4, $0xbcce195c
-DATA elemconst<>+716(SB)/4, $0xbcce195c
-DATA elemconst<>+720(SB)/4, $0xbcce195c
-DATA elemconst<>+724(SB)/4, $0xbcce195c
-DATA elemconst<>+728(SB)/4, $0xbcce195c
-DATA elemconst<>+732(SB)/4, $0xbcce195c
-DATA elemconst<>+736(SB)/4, $0xb88ae0ce
-DATA elemconst<>+740(SB)/4, $0xb88ae0ce
-DATA elemconst<>+744(SB)/4, $0xb88ae0ce
-DATA elemconst<>+748(SB)/4, $0xb88ae0ce
-DATA elemconst<>+752(SB)/4, $0xb88ae0ce
-DATA elemconst<>+756(SB)/4, $0xb88ae0ce
-DATA elemconst<>+760(SB)/4, $0xb88ae0ce
-DATA elemconst<>+764(SB)/4, $0xb88ae0ce
-DATA elemconst<>+768(SB)/4, $0x3b339bf0
-DATA elemconst<>+772(SB)/4, $0x3b339bf0
-DATA elemconst<>+776(SB)/4, $0x3b339bf0
-DATA elemconst<>+780(SB)/4, $0x3b339bf0
-DATA elemconst<>+784(SB)/4, $0x3b339bf0
-DATA elemconst<>+788(SB)/4, $0x3b339bf0
-DATA elemconst<>+792(SB)/4, $0x3b339bf0
-DATA elemconst<>+796(SB)/4, $0x3b339bf0
-DATA elemconst<>+800(SB)/4, $0xb9b15c3f
-DATA elemconst<>+804(SB)/4, $0xb9b15c3f
-DATA elemconst<>+808(SB)/4, $0xb9b15c3f
-DATA elemconst<>+812(SB)/4, $0xb9b15c3f
-DATA elemconst<>+816(SB)/4, $0xb9b15c3f
-DATA elemconst<>+820(SB)/4, $0xb9b15c3f
-DATA elemconst<>+824(SB)/4, $0xb9b15c3f
-DATA elemconst<>+828(SB)/4, $0xb9b15c3f
-DATA elemconst<>+832(SB)/4, $0xb9aaeab4
-DATA elemconst<>+836(SB)/4, $0xb9aaeab4
-DATA elemconst<>+840(SB)/4, $0xb9aaeab4
-DATA elemconst<>+844(SB)/4, $0xb9aaeab4
-DATA elemconst<>+848(SB)/4, $0xb9aaeab4
-DATA elemconst<>+852(SB)/4, $0xb9aaeab4
-DATA elemconst<>+856(SB)/4, $0xb9aaeab4
-DATA elemconst<>+860(SB)/4, $0xb9aaeab4
-DATA elemconst<>+864(SB)/4, $0x38da738c
-DATA elemconst<>+868(SB)/4, $0x38da738c
-DATA elemconst<>+872(SB)/4, $0x38da738c
-DATA elemconst<>+876(SB)/4, $0x38da738c
-DATA elemconst<>+880(SB)/4, $0x38da738c
-DATA elemconst<>+884(SB)/4, $0x38da738c
-DATA elemconst<>+888(SB)/4, $0x38da738c
-DATA elemconst<>+892(SB)/4, $0x38da738c
-DATA elemconst<>+896(SB)/4, $0x37e059ac
-DATA elemconst<>+900(SB)/4, $0x37e059ac
-DATA elemconst<>+904(SB)/4, $0x37e059ac
-DATA elemconst<>+908(SB)/4, $0x37e059ac
-DATA elemconst<>+912(SB)/4, $0x37e059ac
-DATA elemconst<>+916(SB)/4, $0x37e059ac
-DATA elemconst<>+920(SB)/4, $0x37e059ac
-DATA elemconst<>+924(SB)/4, $0x37e059ac
-DATA elemconst<>+928(SB)/4, $0xb78030cb
-DATA elemconst<>+932(SB)/4, $0xb78030cb
-DATA elemconst<>+936(SB)/4, $0xb78030cb
-DATA elemconst<>+940(SB)/4, $0xb78030cb
-DATA elemconst<>+944(SB)/4, $0xb78030cb
-DATA elemconst<>+948(SB)/4, $0xb78030cb
-DATA elemconst<>+952(SB)/4, $0xb78030cb
-DATA elemconst<>+956(SB)/4, $0xb78030cb
-GLOBL elemconst<>(SB), RODATA|NOPTR, $960
+DATA elemconst<>+608(SB)/4, $0xff800000
+DATA elemconst<>+612(SB)/4, $0xff800000
+DATA elemconst<>+616(SB)/4, $0xff800000
+DATA elemconst<>+620(SB)/4, $0xff800000
+DATA elemconst<>+624(SB)/4, $0xff800000
+DATA elemconst<>+628(SB)/4, $0xff800000
+DATA elemconst<>+632(SB)/4, $0xff800000
+DATA elemconst<>+636(SB)/4, $0xff800000
+DATA elemconst<>+640(SB)/4, $0xbf074e64
+DATA elemconst<>+644(SB)/4, $0xbf074e64
+DATA elemconst<>+648(SB)/4, $0xbf074e64
+DATA elemconst<>+652(SB)/4, $0xbf074e64
+DATA elemconst<>+656(SB)/4, $0xbf074e64
+DATA elemconst<>+660(SB)/4, $0xbf074e64
+DATA elemconst<>+664(SB)/4, $0xbf074e64
+DATA elemconst<>+668(SB)/4, $0xbf074e64
+DATA elemconst<>+672(SB)/4, $0x3f0aa82d
+DATA elemconst<>+676(SB)/4, $0x3f0aa82d
+DATA elemconst<>+680(SB)/4, $0x3f0aa82d
+DATA elemconst<>+684(SB)/4, $0x3f0aa82d
+DATA elemconst<>+688(SB)/4, $0x3f0aa82d
+DATA elemconst<>+692(SB)/4, $0x3f0aa82d
+DATA elemconst<>+696(SB)/4, $0x3f0aa82d
+DATA elemconst<>+700(SB)/4, $0x3f0aa82d
+DATA elemconst<>+704(SB)/4, $0x3c22ec76
+DATA elemconst<>+708(SB)/4, $0x3c22ec76
+DATA elemconst<>+712(SB)/4, $0x3c22ec76
+DATA elemconst<>+716(SB)/4, $0x3c22ec76
+DATA elemconst<>+720(SB)/4, $0x3c22ec76
+DATA elemconst<>+724(SB)/4, $0x3c22ec76
+DATA elemconst<>+728(SB)/4, $0x3c22ec76
+DATA elemconst<>+732(SB)/4, $0x3c22ec76
+DATA elemconst<>+736(SB)/4, $0xbcce195c
+DATA elemconst<>+740(SB)/4, $0xbcce195c
+DATA elemconst<>+744(SB)/4, $0xbcce195c
+DATA elemconst<>+748(SB)/4, $0xbcce195c
+DATA elemconst<>+752(SB)/4, $0xbcce195c
+DATA elemconst<>+756(SB)/4, $0xbcce195c
+DATA elemconst<>+760(SB)/4, $0xbcce195c
+DATA elemconst<>+764(SB)/4, $0xbcce195c
+DATA elemconst<>+768(SB)/4, $0xb88ae0ce
+DATA elemconst<>+772(SB)/4, $0xb88ae0ce
+DATA elemconst<>+776(SB)/4, $0xb88ae0ce
+DATA elemconst<>+780(SB)/4, $0xb88ae0ce
+DATA elemconst<>+784(SB)/4, $0xb88ae0ce
+DATA elemconst<>+788(SB)/4, $0xb88ae0ce
+DATA elemconst<>+792(SB)/4, $0xb88ae0ce
+DATA elemconst<>+796(SB)/4, $0xb88ae0ce
+DATA elemconst<>+800(SB)/4, $0x3b339bf0
+DATA elemconst<>+804(SB)/4, $0x3b339bf0
+DATA elemconst<>+808(SB)/4, $0x3b339bf0
+DATA elemconst<>+812(SB)/4, $0x3b339bf0
+DATA elemconst<>+816(SB)/4, $0x3b339bf0
+DATA elemconst<>+820(SB)/4, $0x3b339bf0
+DATA elemconst<>+824(SB)/4, $0x3b339bf0
+DATA elemconst<>+828(SB)/4, $0x3b339bf0
+DATA elemconst<>+832(SB)/4, $0xb9b15c3f
+DATA elemconst<>+836(SB)/4, $0xb9b15c3f
+DATA elemconst<>+840(SB)/4, $0xb9b15c3f
+DATA elemconst<>+844(SB)/4, $0xb9b15c3f
+DATA elemconst<>+848(SB)/4, $0xb9b15c3f
+DATA elemconst<>+852(SB)/4, $0xb9b15c3f
+DATA elemconst<>+856(SB)/4, $0xb9b15c3f
+DATA elemconst<>+860(SB)/4, $0xb9b15c3f
+DATA elemconst<>+864(SB)/4, $0xb9aaeab4
+DATA elemconst<>+868(SB)/4, $0xb9aaeab4
+DATA elemconst<>+872(SB)/4, $0xb9aaeab4
+DATA elemconst<>+876(SB)/4, $0xb9aaeab4
+DATA elemconst<>+880(SB)/4, $0xb9aaeab4
+DATA elemconst<>+884(SB)/4, $0xb9aaeab4
+DATA elemconst<>+888(SB)/4, $0xb9aaeab4
+DATA elemconst<>+892(SB)/4, $0xb9aaeab4
+DATA elemconst<>+896(SB)/4, $0x38da738c
+DATA elemconst<>+900(SB)/4, $0x38da738c
+DATA elemconst<>+904(SB)/4, $0x38da738c
+DATA elemconst<>+908(SB)/4, $0x38da738c
+DATA elemconst<>+912(SB)/4, $0x38da738c
+DATA elemconst<>+916(SB)/4, $0x38da738c
+DATA elemconst<>+920(SB)/4, $0x38da738c
+DATA elemconst<>+924(SB)/4, $0x38da738c
+DATA elemconst<>+928(SB)/4, $0x37e059ac
+DATA elemconst<>+932(SB)/4, $0x37e059ac
+DATA elemconst<>+936(SB)/4, $0x37e059ac
+DATA elemconst<>+940(SB)/4, $0x37e059ac
+DATA elemconst<>+944(SB)/4, $0x37e059ac
+DATA elemconst<>+948(SB)/4, $0x37e059ac
+DATA elemconst<>+952(SB)/4, $0x37e059ac
+DATA elemconst<>+956(SB)/4, $0x37e059ac
+DATA elemconst<>+960(SB)/4, $0xb78030cb
+DATA elemconst<>+964(SB)/4, $0xb78030cb
+DATA elemconst<>+968(SB)/4, $0xb78030cb
+DATA elemconst<>+972(SB)/4, $0xb78030cb
+DATA elemconst<>+976(SB)/4, $0xb78030cb
+DATA elemconst<>+980(SB)/4, $0xb78030cb
+DATA elemconst<>+984(SB)/4, $0xb78030cb
+DATA elemconst<>+988(SB)/4, $0xb78030cb
+GLOBL elemconst<>(SB), RODATA|NOPTR, $992
 
 // func expShift8(x *float32, n int, shift float32) float32
 //
@@ -494,4 +503,26 @@ gradloop:
 	SUBQ $8, CX
 	JNZ gradloop
 	VZEROUPPER
+	RET
+// x[i] *= s for i < n, n a positive multiple of 8; returns the largest x[i] after scaling.
+TEXT ·scaleMax8(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y1
+	VMOVUPS elemconst<>+NEGINF(SB), Y2
+scalemaxloop:
+	VMULPS (SI), Y1, Y0
+	VMOVUPS Y0, (SI)
+	VMAXPS Y0, Y2, Y2
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ scalemaxloop
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
 	RET

@@ -1,6 +1,10 @@
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // gemm6x16FMA is the AVX2+FMA micro-kernel in kernel_amd64.s (see microKernel for the
 // arguments; accumulate is 0 or 1, bias may be nil).
@@ -144,3 +148,18 @@ func geluGradSlice(out, x, dout []float32) {
 //
 //go:noescape
 func fmaPeak512(n int)
+
+//go:noescape
+func scaleMax8(x *float32, n int, s float32) float32
+
+// scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
+func scaleMax(x []float32, s float32) float32 {
+	n8 := len(x) &^ 7
+	mx := float32(math.Inf(-1))
+	if useFMA && n8 > 0 {
+		mx = scaleMax8(&x[0], n8, s)
+	} else {
+		n8 = 0
+	}
+	return max(mx, scaleMaxGo(x[n8:], s))
+}

@@ -20,3 +20,6 @@ func geluSlice(out, x []float32) { geluGo(out, x) }
 
 // geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
 func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }
+
+// scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
+func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }

@@ -201,9 +201,7 @@ func (t *biasTask) run(_, lo, hi int) {
 		db := t.partial[blk*C : blk*C+C]
 		clear(db)
 		for r := blk * sumRows; r < min((blk+1)*sumRows, t.N); r++ {
-			for i, v := range t.dout[r*C : r*C+C] {
-				db[i] += v
-			}
+			axpy(db, 1, t.dout[r*C:r*C+C]) // db += row, vectorised (1·v is exact)
 		}
 	}
 }
@@ -391,8 +389,8 @@ func (t *hermiteTable) eval(x float32, k int, hi float64) float64 {
 	return (2*s3-3*s2+1)*f[i] + (s3-2*s2+s)*h*d[i] + (3*s2-2*s3)*f[i+1] + (s3-s2)*h*d[i+1]
 }
 
-// geluGo, geluGradGo and expShiftGo are the portable loops behind geluSlice, geluGradSlice and
-// expShift, which run the vector kernels where the CPU has them and these on the remainder.
+// geluGo, geluGradGo, scaleMaxGo and expShiftGo are the portable loops behind geluSlice,
+// geluGradSlice, scaleMax and expShift, which run the vector kernels where the CPU has them and these on the remainder.
 func geluGo(out, x []float32) {
 	for i, v := range x[:len(out)] {
 		out[i] = GELU(v)
@@ -403,6 +401,15 @@ func geluGradGo(out, x, dout []float32) {
 	for i, v := range x[:len(out)] {
 		out[i] = dout[i] * GELUGrad(v)
 	}
+}
+
+func scaleMaxGo(x []float32, s float32) float32 {
+	mx := float32(math.Inf(-1))
+	for i := range x {
+		x[i] *= s
+		mx = max(mx, x[i])
+	}
+	return mx
 }
 
 func expShiftGo(x []float32, shift float32) float32 {
