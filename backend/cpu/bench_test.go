@@ -104,7 +104,6 @@ func BenchmarkPoolLoop(b *testing.B) {
 	}
 }
 
-
 // BenchmarkAttention times the attention forward and backward of one layer of the small
 // preset (B 16, T 64, C 96, 3 heads) on one core.
 func BenchmarkAttention(b *testing.B) {
