@@ -109,7 +109,9 @@ type Backend interface {
 	MatMul(c, a, b Tensor, M, N, K int, l Layout, accumulate bool)
 	// Linear is a linear layer: out = in·w + bias for N rows, in [N, IC], w [IC, OC], bias [OC];
 	// the bias is added after the product, as MatMul followed by AddBias would. When act is not
-	// nil it also writes act = GELU(out) (act may be out itself, losing the pre-activation).
+	// nil it is followed by a GELU: act = GELU(x) and out = GELU'(x) for x = in·w + bias, the
+	// derivative being all that the backward pass needs (dx = dact·out, see Mul). When act is
+	// out itself only the GELU is written.
 	Linear(out, act, in, w, bias Tensor, N, IC, OC int)
 	// AddBias adds bias [C] to each of the N rows of out.
 	AddBias(out, bias Tensor, N, C int)
@@ -122,6 +124,8 @@ type Backend interface {
 	GELUBackward(din, in, dout Tensor, n int)
 	// Add: out = a + b elementwise (the residual connection).
 	Add(out, a, b Tensor, n int)
+	// Mul: out = a·b elementwise. out may be a or b.
+	Mul(out, a, b Tensor, n int)
 
 	// Dropout: out = in·keep/(1−p), where keep for element i is a fixed hash of (seed, i), so the
 	// backward pass and every backend draw the same mask. p = 0 copies.

@@ -129,7 +129,7 @@ type layerActs struct {
 	attProj               backend.Tensor
 	res2                  backend.Tensor // x + attention branch
 	ln2, ln2Mean, ln2Rstd backend.Tensor
-	fch, fchGELU          backend.Tensor // [B·T, DMlp] before and after GELU
+	fch, fchGELU          backend.Tensor // [B·T, DMlp] GELU' and GELU of the MLP's first layer
 	fcProj                backend.Tensor
 }
 
@@ -323,7 +323,7 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 		be.Add(a.res2, x, a.attProj, N*C)
 		// MLP branch: res2 + fc_out(GELU(fc_in(LN2(res2)))).
 		be.LayerNorm(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, lw.ln2G, lw.ln2B, N, C)
-		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // and fchGELU = GELU(fch)
+		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // fch gets GELU' for backward
 		m.linear(a.fcProj, a.fchGELU, lw.prW, lw.prB, N, F, C)
 		be.Dropout(a.fcProj, a.fcProj, N*C, p, dropoutSeed(seed, l, siteMLP))
 		be.Add(ws.res[l+1], a.res2, a.fcProj, N*C)
@@ -378,7 +378,7 @@ func (m *Model) Backward() error {
 		// ws.dres is the gradient of res[l+1] = res2 + mlp(res2).
 		dproj := dropoutGrad(ws.dres, l, siteMLP)
 		m.linearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, N, F, C, false)
-		be.GELUBackward(ws.dfch, a.fch, ws.dfch, N*F)
+		be.Mul(ws.dfch, ws.dfch, a.fch, N*F) // through the GELU: times GELU' kept by forward
 		m.linearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, N, C, F, false)
 		be.LayerNormBackward(ws.dres, lg.ln2G, lg.ln2B, ws.dln, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C)
 

@@ -504,6 +504,103 @@ gradloop:
 	JNZ gradloop
 	VZEROUPPER
 	RET
+
+// func geluBoth8(act, grad, x *float32, n int)
+//
+// act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) for i < n, n a positive multiple of 8, computed
+// as in geluGrad8. grad may be x.
+TEXT ·geluBoth8(SB), NOSPLIT, $0-32
+	MOVQ act+0(FP), DI
+	MOVQ grad+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+bothloop:
+	VMOVUPS (SI), Y0 // x
+	VMULPS elemconst<>+RSQRT2(SB), Y0, Y3
+	VANDPS elemconst<>+ABSMASK(SB), Y3, Y3
+	VMOVUPS elemconst<>+ZMAX(SB), Y6
+	VMINPS Y3, Y6, Y3 // NaN passes through
+	VMOVUPS elemconst<>+HALF(SB), Y2
+	VFMADD213PS elemconst<>+ONE(SB), Y3, Y2 // 1 + a/2
+	VMOVUPS elemconst<>+ONE(SB), Y6
+	VDIVPS Y2, Y6, Y2 // t
+	VSUBPS elemconst<>+TC(SB), Y2, Y1
+	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
+	VMOVUPS elemconst<>+P10(SB), Y4
+	VFMADD213PS elemconst<>+P9(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P8(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+P0(SB), Y1, Y4
+	VXORPS Y6, Y6, Y6
+	VFNMADD213PS Y6, Y3, Y3 // −a²
+	VCMPPS $1, elemconst<>+EXP_LO(SB), Y4, Y7 // x < −87.3: e^x is flushed to 0
+	VMOVUPS elemconst<>+EXP_HI(SB), Y6
+	VMINPS Y4, Y6, Y4
+	VMOVUPS elemconst<>+EXP_LO(SB), Y6
+	VMAXPS Y4, Y6, Y4
+	VMULPS elemconst<>+LOG2E(SB), Y4, Y5
+	VROUNDPS $0, Y5, Y5
+	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y4
+	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y4
+	VMOVUPS elemconst<>+C7(SB), Y6
+	VFMADD213PS elemconst<>+C6(SB), Y4, Y6
+	VFMADD213PS elemconst<>+C5(SB), Y4, Y6
+	VFMADD213PS elemconst<>+C4(SB), Y4, Y6
+	VFMADD213PS elemconst<>+C3(SB), Y4, Y6
+	VFMADD213PS elemconst<>+C2(SB), Y4, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
+	VCVTPS2DQ Y5, Y5
+	VPSLLD $23, Y5, Y5
+	VPADDD elemconst<>+ONE(SB), Y5, Y5
+	VMULPS Y5, Y6, Y4
+	VANDNPS Y4, Y7, Y4
+	VCMPPS $1, elemconst<>+EXP_LO(SB), Y3, Y7 // x < −87.3: e^x is flushed to 0
+	VMOVUPS elemconst<>+EXP_HI(SB), Y6
+	VMINPS Y3, Y6, Y3
+	VMOVUPS elemconst<>+EXP_LO(SB), Y6
+	VMAXPS Y3, Y6, Y3
+	VMULPS elemconst<>+LOG2E(SB), Y3, Y5
+	VROUNDPS $0, Y5, Y5
+	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y3
+	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y3
+	VMOVUPS elemconst<>+C7(SB), Y6
+	VFMADD213PS elemconst<>+C6(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C5(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C4(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C3(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C2(SB), Y3, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y3, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y3, Y6
+	VCVTPS2DQ Y5, Y5
+	VPSLLD $23, Y5, Y5
+	VPADDD elemconst<>+ONE(SB), Y5, Y5
+	VMULPS Y5, Y6, Y3
+	VANDNPS Y3, Y7, Y3
+	VMULPS Y3, Y4, Y4
+	VMULPS Y2, Y4, Y4
+	VMULPS elemconst<>+HALF(SB), Y4, Y1 // q = erfc(a)/2
+	VMOVUPS elemconst<>+ONE(SB), Y6
+	VSUBPS Y1, Y6, Y6 // 1 − q
+	VBLENDVPS Y0, Y1, Y6, Y1 // Φ
+	VMULPS Y1, Y0, Y6 // GELU = x·Φ
+	VMOVUPS Y6, (DI)
+	VMULPS elemconst<>+RSQRT2PI(SB), Y3, Y3 // φ
+	VFMADD231PS Y3, Y0, Y1 // Φ + x·φ
+	VMOVUPS Y1, (DX)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ bothloop
+	VZEROUPPER
+	RET
 // x[i] *= s for i < n, n a positive multiple of 8; returns the largest x[i] after scaling.
 TEXT ·scaleMax8(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI

@@ -163,3 +163,19 @@ func scaleMax(x []float32, s float32) float32 {
 	}
 	return max(mx, scaleMaxGo(x[n8:], s))
 }
+
+//go:noescape
+func geluBoth8(act, grad, x *float32, n int)
+
+// geluBothSlice sets act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) over len(act) elements;
+// grad may be x.
+func geluBothSlice(act, grad, x []float32) {
+	n8 := len(act) &^ 7
+	if useFMA && n8 > 0 {
+		_, _ = grad[len(act)-1], x[len(act)-1]
+		geluBoth8(&act[0], &grad[0], &x[0], n8)
+	} else {
+		n8 = 0
+	}
+	geluBothGo(act[n8:], grad[n8:len(act)], x[n8:len(act)])
+}

@@ -23,3 +23,7 @@ func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }
 
 // scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
 func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }
+
+// geluBothSlice sets act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) over len(act) elements;
+// grad may be x.
+func geluBothSlice(act, grad, x []float32) { geluBothGo(act, grad, x) }

@@ -257,6 +257,7 @@ const (
 	opGELU elemOp = iota
 	opGELUBackward
 	opAdd
+	opMul
 	opDropout
 )
 
@@ -284,6 +285,11 @@ func (be *Backend) GELU(out, in backend.Tensor, n int) {
 // GELUBackward implements backend.Backend.
 func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
 	be.elementwise(opGELUBackward, f32(din), f32(in), f32(dout), n, 2)
+}
+
+// Mul implements backend.Backend.
+func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
+	be.elementwise(opMul, f32(out), f32(a), f32(b), n, 1)
 }
 
 // Add implements backend.Backend.
@@ -319,6 +325,11 @@ func (t *elemTask) run(_, lo, hi int) {
 		b := t.b[lo:hi]
 		for i := range out {
 			out[i] = a[i] + b[i]
+		}
+	case opMul:
+		b := t.b[lo:hi]
+		for i := range out {
+			out[i] = a[i] * b[i]
 		}
 	case opDropout:
 		scale := 1 / (1 - t.p)
@@ -389,8 +400,8 @@ func (t *hermiteTable) eval(x float32, k int, hi float64) float64 {
 	return (2*s3-3*s2+1)*f[i] + (s3-2*s2+s)*h*d[i] + (3*s2-2*s3)*f[i+1] + (s3-s2)*h*d[i+1]
 }
 
-// geluGo, geluGradGo, scaleMaxGo and expShiftGo are the portable loops behind geluSlice,
-// geluGradSlice, scaleMax and expShift, which run the vector kernels where the CPU has them and these on the remainder.
+// geluGo, geluGradGo, geluBothGo, scaleMaxGo and expShiftGo are the portable loops behind
+// geluSlice, geluGradSlice, geluBothSlice, scaleMax and expShift, which run the vector kernels where the CPU has them and these on the remainder.
 func geluGo(out, x []float32) {
 	for i, v := range x[:len(out)] {
 		out[i] = GELU(v)
@@ -400,6 +411,12 @@ func geluGo(out, x []float32) {
 func geluGradGo(out, x, dout []float32) {
 	for i, v := range x[:len(out)] {
 		out[i] = dout[i] * GELUGrad(v)
+	}
+}
+
+func geluBothGo(act, grad, x []float32) {
+	for i, v := range x[:len(act)] {
+		act[i], grad[i] = GELU(v), GELUGrad(v)
 	}
 }
 

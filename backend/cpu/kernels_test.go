@@ -617,6 +617,13 @@ func TestElementwiseAccuracy(t *testing.T) {
 	}
 	geluSlice(out, xs)
 	geluGradSlice(grad, xs, ones)
+	act2, grad2 := make([]float32, n), append([]float32(nil), xs...)
+	geluBothSlice(act2, grad2, grad2) // in place, as Linear does
+	for i := range xs {
+		if d, e := math.Abs(float64(act2[i]-out[i])), math.Abs(float64(grad2[i]-grad[i])); d > 3e-7*math.Max(1, math.Abs(float64(xs[i]))) || e > 3e-7 {
+			t.Fatalf("x = %v: geluBoth gave %v, %v; gelu and gelu' %v, %v", xs[i], act2[i], grad2[i], out[i], grad[i])
+		}
+	}
 	for i, x := range xs {
 		xf := float64(x)
 		cdf := 0.5 * math.Erfc(-xf/math.Sqrt2)
@@ -657,6 +664,26 @@ func TestElementwiseAccuracy(t *testing.T) {
 	}
 }
 
+func TestMul(t *testing.T) {
+	be := New()
+	a, b := []float32{1, -2, 3, 0.5, 7}, []float32{2, 2, -1, 4, 0}
+	out := be.Alloc(5)
+	be.Mul(out, upload32(be, a), upload32(be, b), 5)
+	got := make([]float32, 5)
+	be.Download(got, out, 0)
+	for i := range got {
+		if got[i] != a[i]*b[i] {
+			t.Fatalf("Mul element %d = %v, want %v", i, got[i], a[i]*b[i])
+		}
+	}
+}
+
+func upload32(be *Backend, v []float32) backend.Tensor {
+	t := be.Alloc(len(v))
+	be.Upload(t, v)
+	return t
+}
+
 func TestLinear(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, be := range backends() {
@@ -664,10 +691,12 @@ func TestLinear(t *testing.T) {
 			N, IC, OC := s[0], s[1], s[2]
 			in, w, b := round64(randVec(rng, N*IC, 1)), round64(randVec(rng, IC*OC, 1)), round64(randVec(rng, OC, 1))
 			want := matmul64(in, w, N, OC, IC, backend.NN)
-			wantAct := make([]float64, len(want))
+			wantAct, wantGrad := make([]float64, len(want)), make([]float64, len(want))
 			for i := range want {
 				want[i] += b[i%OC]
 				wantAct[i] = gelu64(want[i])
+				x := want[i]
+				wantGrad[i] = 0.5*math.Erfc(-x/math.Sqrt2) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
 			}
 			name := fmt.Sprintf("%s/%dx%dx%d", be.kern.name, N, IC, OC)
 			tol := 1e-5 * math.Sqrt(float64(IC)+1)
@@ -675,7 +704,7 @@ func TestLinear(t *testing.T) {
 			be.Upload(out, to32(randVec(rng, N*OC, 1e6))) // garbage must be overwritten
 			wt, bt, it := upload(be, w), upload(be, b), upload(be, in)
 			be.Linear(out, act, it, wt, bt, N, IC, OC)
-			assertClose(t, name+"/out", download(be, out), want, tol)
+			assertClose(t, name+"/gelu'", download(be, out), wantGrad, tol)
 			assertClose(t, name+"/act", download(be, act), wantAct, tol)
 			be.Linear(out, nil, it, wt, bt, N, IC, OC)
 			assertClose(t, name+"/no act", download(be, out), want, tol)

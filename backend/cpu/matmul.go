@@ -111,8 +111,8 @@ func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout,
 	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], nil, nil, M, N, K, l, accumulate)
 }
 
-// Linear implements backend.Backend. The GELU is applied to each tile of the output as soon as
-// it is complete, while it is still in the cache.
+// Linear implements backend.Backend. The GELU and its derivative are computed on each tile of
+// the output as soon as it is complete, while it is still in the cache.
 func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
 	var a []float32
 	if act != nil {
@@ -141,7 +141,7 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	if M == 1 {
 		be.gemv(c, a, b, bias, N, K, l == backend.NT, accumulate)
 		if act != nil {
-			geluSlice(act, c)
+			geluEpilogue(act, c)
 		}
 		return
 	}
@@ -199,7 +199,7 @@ func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
 	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, b, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
 	if t.act != nil {
 		for i := i0; i < i0+mc; i++ {
-			geluSlice(t.act[i*t.N+j0:i*t.N+j0+nc], t.c[i*t.N+j0:])
+			geluEpilogue(t.act[i*t.N+j0:i*t.N+j0+nc], t.c[i*t.N+j0:i*t.N+j0+nc])
 		}
 	}
 }
@@ -299,6 +299,16 @@ func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool
 			crow[j] = v
 		}
 	}
+}
+
+// geluEpilogue finishes a Linear with a GELU on x (a piece of its output): act = GELU(x) and
+// x = GELU'(x), or only x = GELU(x) when act is x.
+func geluEpilogue(act, x []float32) {
+	if &act[0] == &x[0] {
+		geluSlice(x, x)
+		return
+	}
+	geluBothSlice(act, x, x)
 }
 
 // gemvTask is a product with a single row of C, as in generating one token at a time, where
