@@ -40,6 +40,8 @@ type Backend struct {
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
 	pb          packBTask
+	split       splitTask
+	splitBuf    []float32 // the slices of a product split along K
 	gv          gemvTask
 	enc         encoderTask
 	ln          layerNormTask

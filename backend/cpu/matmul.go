@@ -104,7 +104,15 @@ type matmulTask struct {
 	b          bMat // op(B): B itself or a packed copy
 	mc, nc     int  // tile size for this product
 	tilesN     int
+	// With split > 0 the product runs in two loops: the sum over each kcBlock block of K of
+	// each tile goes to its own slice of partial (split slices of [M, N]), then the slices are
+	// added into C in block order, which is exactly the order of the single loop.
+	split   int
+	partial []float32
 }
+
+// splitTask adds the slices of a split product into C (see matmulTask.split), by rows.
+type splitTask struct{ t *matmulTask }
 
 // MatMul implements backend.Backend.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
@@ -160,11 +168,16 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		t.b = bMat{b: b, bs: N, ps: nr}
 	}
 
-	// Shrink tiles for small products so that every worker gets some, keeping multiples of the
-	// micro-kernel's block.
+	// Products with few tiles and a long K (the weight gradients, whose K is the number of
+	// tokens) split K by blocks when the slices fit in maxSplitFloats; others shrink their
+	// tiles (keeping multiples of the micro-kernel's block) until every worker gets some.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
-	for tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && (t.mc > mr || t.nc > nr) {
+	t.split = 0
+	if blocks := tiles(K, kcBlock); blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
+		t.split = blocks
+	}
+	for tiles(M, t.mc)*tiles(N, t.nc)*max(t.split, 1) < 2*workers && (t.mc > mr || t.nc > nr) {
 		if t.mc >= t.nc && t.mc > mr || t.nc <= nr {
 			t.mc = roundUp(t.mc/2, mr)
 		} else {
@@ -173,18 +186,71 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 	t.tilesN = tiles(N, t.nc)
 	n := tiles(M, t.mc) * t.tilesN
+	if t.split > 0 {
+		grow(&be.splitBuf, t.split*M*N)
+		t.partial = be.splitBuf[:t.split*M*N]
+		be.pool.Run(t, n*t.split, 1, 2*t.mc*t.nc*kcBlock/64)
+		be.split.t = t
+		be.pool.Run(&be.split, M, 4, N*t.split/4)
+		return
+	}
 	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
 }
+
+// maxSplitFloats bounds the scratch of a product split along K (16 MB).
+const maxSplitFloats = 1 << 22
 
 func tiles(n, size int) int { return (n + size - 1) / size }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func (t *matmulTask) run(w, lo, hi int) {
-	for tile := lo; tile < hi; tile++ {
+	for i := lo; i < hi; i++ {
+		tile, blk := i, 0
+		if t.split > 0 {
+			tile, blk = i/t.split, i%t.split
+		}
 		i0 := tile / t.tilesN * t.mc
 		j0 := tile % t.tilesN * t.nc
-		t.tile(&t.be.scratch[w], i0, j0, min(t.mc, t.M-i0), min(t.nc, t.N-j0))
+		mc, nc := min(t.mc, t.M-i0), min(t.nc, t.N-j0)
+		if t.split > 0 {
+			t.blockOfTile(&t.be.scratch[w], blk, i0, j0, mc, nc)
+			continue
+		}
+		t.tile(&t.be.scratch[w], i0, j0, mc, nc)
+	}
+}
+
+// blockOfTile computes the sum over K block blk of C[i0:i0+mc, j0:j0+nc] into slice blk of
+// t.partial.
+func (t *matmulTask) blockOfTile(s *mmScratch, blk, i0, j0, mc, nc int) {
+	k0 := blk * kcBlock
+	b := t.b
+	b.b = b.b[j0/t.be.kern.nr*b.ps+k0*b.bs:]
+	c := t.partial[blk*t.M*t.N:]
+	t.be.kern.gemm(s, mc, nc, min(kcBlock, t.K-k0), t.a[i0*t.rs+k0*t.ks:], t.rs, t.ks, b, c[i0*t.N+j0:], t.N, false, nil)
+}
+
+// run adds the slices into rows [lo, hi) of C, then the bias and the GELU, as tile would.
+func (st *splitTask) run(_, lo, hi int) {
+	t := st.t
+	N := t.N
+	for i := lo; i < hi; i++ {
+		row := t.c[i*N : (i+1)*N]
+		for blk := range t.split {
+			p := t.partial[blk*t.M*N+i*N:][:N]
+			if blk == 0 && !t.accumulate {
+				copy(row, p)
+				continue
+			}
+			axpy(row, 1, p) // row += p, vectorised (1·p is exact)
+		}
+		if t.bias != nil {
+			axpy(row, 1, t.bias[:N])
+		}
+		if t.act != nil {
+			geluEpilogue(t.act[i*N:(i+1)*N], row)
+		}
 	}
 }
 
