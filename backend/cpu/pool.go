@@ -99,7 +99,7 @@ func newPool(workers int) *pool {
 
 // spinTime is how long an idle helper keeps watching for the next loop, and the caller for the
 // end of its loop, before sleeping.
-const spinTime = 50 * time.Microsecond
+const spinTime = 500 * time.Microsecond
 
 // loop is helper w: it waits for loops published to its slot and helps run them.
 func (p *pool) loop(w int) {
