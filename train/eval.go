@@ -60,6 +60,9 @@ type BenchResult struct {
 	// DecodeTokensPerS is the speed of KV-cached generation, one token at a time, while the
 	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
 	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
+	// PeakRSSMB is the process's peak resident memory after the run, in MB (0 where the system
+	// does not say); run one preset per process to read it as that preset's.
+	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
@@ -118,7 +121,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		Preset: p.Name, Backend: be.Name(), Params: p.NumParams(), Batch: p.Batch, Ctx: p.Ctx,
 		MsPerStep: med, MinMs: times[0], TokensPerS: float64(n) / (med / 1e3),
 		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps,
-		DecodeTokensPerS: decode,
+		DecodeTokensPerS: decode, PeakRSSMB: float64(peakRSS()) / (1 << 20),
 	}, nil
 }
 

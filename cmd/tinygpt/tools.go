@@ -302,10 +302,10 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 		return err
 	}
 	// Rows are printed as each preset finishes, so the columns have fixed widths.
-	const row = "%-9s %12s %10s %10s %10s %9s %12s\n"
+	const row = "%-9s %12s %10s %10s %10s %9s %12s %8s\n"
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "backend %s\n", be.Describe())
-		fmt.Fprintf(e.stdout, row, "preset", "params", "batch×ctx", "ms/step", "tokens/s", "GFLOP/s", "decode tok/s")
+		fmt.Fprintf(e.stdout, row, "preset", "params", "batch×ctx", "ms/step", "tokens/s", "GFLOP/s", "decode tok/s", "peak MB")
 	}
 	enc := json.NewEncoder(e.stdout)
 	for _, p := range list {
@@ -321,7 +321,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 		}
 		fmt.Fprintf(e.stdout, row, r.Preset, commas(r.Params), fmt.Sprintf("%d×%d", r.Batch, r.Ctx),
 			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs),
-			commas(int(r.DecodeTokensPerS)))
+			commas(int(r.DecodeTokensPerS)), fmt.Sprintf("%.0f", r.PeakRSSMB))
 	}
 	return nil
 }

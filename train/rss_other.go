@@ -1,0 +1,6 @@
+//go:build !unix
+
+package train
+
+// peakRSS returns the process's peak resident set size in bytes, or 0 if unknown.
+func peakRSS() int64 { return 0 }
