@@ -179,3 +179,39 @@ func geluBothSlice(act, grad, x []float32) {
 	}
 	geluBothGo(act[n8:], grad[n8:len(act)], x[n8:len(act)])
 }
+
+// The LayerNorm row kernels of layernorm_amd64.s; n must be a positive multiple of 8.
+
+//go:noescape
+func lnStats8(x *float32, n int) (sum, sumsq float32)
+
+//go:noescape
+func lnApply8(out, x, gamma, beta *float32, n int, mean, rstd float32)
+
+//go:noescape
+func lnBackSums8(x, dy, gamma, pg, pb *float32, n int, mean, rstd float32) (sdnorm, sdnormnorm float32)
+
+//go:noescape
+func lnBackDx8(dx, x, dy, gamma *float32, n int, mean, rstd, aa, bb float32)
+
+// lnVector reports whether rows of n floats go through the vector LayerNorm kernels.
+func lnVector(n int) bool { return useFMA && n > 0 && n%8 == 0 }
+
+func lnStats(x []float32) (sum, sumsq float32) { return lnStats8(&x[0], len(x)) }
+
+func lnApply(out, x, g, b []float32, mean, rstd float32) {
+	_, _, _ = x[len(out)-1], g[len(out)-1], b[len(out)-1]
+	lnApply8(&out[0], &x[0], &g[0], &b[0], len(out), mean, rstd)
+}
+
+func lnBackSums(x, dy, g, pg, pb []float32, mean, rstd float32) (float32, float32) {
+	n := len(x)
+	_, _, _, _ = dy[n-1], g[n-1], pg[n-1], pb[n-1]
+	return lnBackSums8(&x[0], &dy[0], &g[0], &pg[0], &pb[0], n, mean, rstd)
+}
+
+func lnBackDx(dx, x, dy, g []float32, mean, rstd, a, b float32) {
+	n := len(dx)
+	_, _, _ = x[n-1], dy[n-1], g[n-1]
+	lnBackDx8(&dx[0], &x[0], &dy[0], &g[0], n, mean, rstd, a, b)
+}

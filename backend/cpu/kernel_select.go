@@ -27,3 +27,14 @@ func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }
 // geluBothSlice sets act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) over len(act) elements;
 // grad may be x.
 func geluBothSlice(act, grad, x []float32) { geluBothGo(act, grad, x) }
+
+// lnVector reports whether rows of n floats go through the vector LayerNorm kernels (never
+// here; the lnX functions below are not called).
+func lnVector(int) bool { return false }
+
+func lnStats([]float32) (float32, float32)       { panic("no vector LayerNorm") }
+func lnApply(_, _, _, _ []float32, _, _ float32) { panic("no vector LayerNorm") }
+func lnBackSums(_, _, _, _, _ []float32, _, _ float32) (float32, float32) {
+	panic("no vector LayerNorm")
+}
+func lnBackDx(_, _, _, _ []float32, _, _, _, _ float32) { panic("no vector LayerNorm") }

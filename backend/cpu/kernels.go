@@ -101,23 +101,34 @@ func (t *layerNormTask) run(_, lo, hi int) {
 	C := t.C
 	switch {
 	case !t.backward:
+		vector := lnVector(C)
 		for r := lo; r < hi; r++ {
 			x := t.in[r*C : r*C+C]
-			var sum float32
-			for _, v := range x {
-				sum += v
-			}
-			m := sum / float32(C)
-			var vs float32
-			for _, v := range x {
-				d := v - m
-				vs += d * d
-			}
-			s := float32(1 / math.Sqrt(float64(vs/float32(C)+lnEps)))
 			o := t.out[r*C : r*C+C]
 			g, b := t.g[:C], t.b[:C]
-			for i, v := range x {
-				o[i] = (v-m)*s*g[i] + b[i]
+			var m, vs float32
+			if vector {
+				var sum float32
+				sum, vs = lnStats(x)
+				m = sum / float32(C)
+			} else {
+				var sum float32
+				for _, v := range x {
+					sum += v
+				}
+				m = sum / float32(C)
+				for _, v := range x {
+					d := v - m
+					vs += d * d
+				}
+			}
+			s := float32(1 / math.Sqrt(float64(vs/float32(C)+lnEps)))
+			if vector {
+				lnApply(o, x, g, b, m, s)
+			} else {
+				for i, v := range x {
+					o[i] = (v-m)*s*g[i] + b[i]
+				}
 			}
 			t.mean[r], t.rstd[r] = m, s
 		}
@@ -142,6 +153,11 @@ func (t *layerNormTask) backwardRow(r int, pg, pb []float32) {
 	dx := t.din[r*C : r*C+C]
 	g := t.g[:C]
 	m, s := t.mean[r], t.rstd[r]
+	if lnVector(C) {
+		sd, sdn := lnBackSums(x, dy, g, pg, pb, m, s)
+		lnBackDx(dx, x, dy, g, m, s, sd/float32(C), sdn/float32(C))
+		return
+	}
 	var dnormMean, dnormNormMean float32
 	for i, v := range x {
 		norm := (v - m) * s

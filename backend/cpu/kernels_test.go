@@ -314,28 +314,32 @@ func TestEncoder(t *testing.T) {
 func TestLayerNorm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	be := New()
-	N, C := 9, 70
-	x := round64(randVec(rng, N*C, 2))
-	for i := range x[:C] {
-		x[i] += 5 // a row with a large mean
-	}
-	g, b := round64(randVec(rng, C, 1)), round64(randVec(rng, C, 1))
-	out, mean, rstd := be.Alloc(N*C), be.Alloc(N), be.Alloc(N)
-	xt, gt := upload(be, x), upload(be, g)
-	be.LayerNorm(out, mean, rstd, xt, gt, upload(be, b), N, C)
-	assertClose(t, "layernorm", download(be, out), layerNorm64(x, g, b, N, C), 1e-5)
+	// C = 70 runs the scalar rows, C = 96 the vector ones; 40 rows span two row blocks.
+	for _, s := range [][2]int{{9, 70}, {40, 96}} {
+		N, C := s[0], s[1]
+		name := fmt.Sprintf("%dx%d", N, C)
+		x := round64(randVec(rng, N*C, 2))
+		for i := range x[:C] {
+			x[i] += 5 // a row with a large mean
+		}
+		g, b := round64(randVec(rng, C, 1)), round64(randVec(rng, C, 1))
+		out, mean, rstd := be.Alloc(N*C), be.Alloc(N), be.Alloc(N)
+		xt, gt := upload(be, x), upload(be, g)
+		be.LayerNorm(out, mean, rstd, xt, gt, upload(be, b), N, C)
+		assertClose(t, name+"/layernorm", download(be, out), layerNorm64(x, g, b, N, C), 1e-5)
 
-	r := randVec(rng, N*C, 1)
-	din0 := randVec(rng, N*C, 1) // din is added to
-	din, dg, db := upload(be, din0), be.Alloc(C), be.Alloc(C)
-	be.LayerNormBackward(din, dg, db, upload(be, r), xt, gt, mean, rstd, N, C)
-	want := numGrad(x, r, func(x []float64) []float64 { return layerNorm64(x, g, b, N, C) })
-	for i := range want {
-		want[i] += din0[i]
+		r := randVec(rng, N*C, 1)
+		din0 := randVec(rng, N*C, 1) // din is added to
+		din, dg, db := upload(be, din0), be.Alloc(C), be.Alloc(C)
+		be.LayerNormBackward(din, dg, db, upload(be, r), xt, gt, mean, rstd, N, C)
+		want := numGrad(x, r, func(x []float64) []float64 { return layerNorm64(x, g, b, N, C) })
+		for i := range want {
+			want[i] += din0[i]
+		}
+		assertClose(t, name+"/dx", download(be, din), want, 1e-4)
+		assertClose(t, name+"/dg", download(be, dg), numGrad(g, r, func(g []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
+		assertClose(t, name+"/db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
 	}
-	assertClose(t, "dx", download(be, din), want, 1e-4)
-	assertClose(t, "dg", download(be, dg), numGrad(g, r, func(g []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
-	assertClose(t, "db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return layerNorm64(x, g, b, N, C) }), 1e-4)
 }
 
 func TestLinearBackward(t *testing.T) {
