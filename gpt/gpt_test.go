@@ -135,8 +135,9 @@ func TestCachedGenerationMatchesUncached(t *testing.T) {
 		for i := 0; i < n; i++ {
 			ref := m.NextLogitsUncached(text)
 			for j := range ref {
-				// Float32 rounding: the decode path sums in other orders (dot products).
-				if d := math.Abs(float64(ref[j] - logits[j])); d > 1e-4*max(1, math.Abs(float64(ref[j]))) {
+				// Float32 rounding: the decode path sums in other orders (dot products), and
+				// LayerNorm amplifies such differences by 1/std of the residual stream.
+				if d := math.Abs(float64(ref[j] - logits[j])); d > 1e-3*(1+math.Abs(float64(ref[j]))) {
 					t.Fatalf("%+v: token %d (text length %d): cached logit %d = %v, uncached %v", s, i, len(text), j, logits[j], ref[j])
 				}
 			}
