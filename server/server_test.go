@@ -215,7 +215,7 @@ func TestTrainDownloadGenerateInspectContinueDelete(t *testing.T) {
 		t.Errorf("same seed, different text: %q vs %q", text, again)
 	}
 
-	// Inspection: top-10 in order, attention causal and normalised.
+	// Inspection: top-10 in order, attention causal and normalised (to the 4 decimals sent).
 	var ins Inspection
 	ts.json("POST", "/api/runs/"+id+"/inspect", InspectRequest{Text: "hello there", Layer: 0}, http.StatusOK, &ins)
 	if len(ins.Tokens) != 11 || len(ins.Top) != 11 || len(ins.Attention) != run.Config.Heads {
@@ -226,7 +226,7 @@ func TestTrainDownloadGenerateInspectContinueDelete(t *testing.T) {
 		for _, p := range row {
 			sum += float64(p)
 		}
-		if len(row) != q+1 || math.Abs(sum-1) > 1e-5 {
+		if len(row) != q+1 || math.Abs(sum-1) > 1e-4*float64(q+1) {
 			t.Errorf("attention row %d: %d keys, sum %g", q, len(row), sum)
 		}
 	}
