@@ -328,3 +328,22 @@ func TestCPUInfoName(t *testing.T) {
 		t.Errorf("cpuModel: %q", m)
 	}
 }
+
+// A stopped run keeps its latest live sample across a restart, and the run list shows it.
+func TestStoppedRunKeepsSample(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestServer(t, dir, nil)
+	var start StartResponse
+	a.json("POST", "/api/runs", tinyRun(maxSteps), http.StatusCreated, &start)
+	a.waitJob(func(st JobState) bool { return len(st.Samples) > 0 })
+	a.json("POST", "/api/job/stop", nil, http.StatusOK, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a.s.Shutdown(ctx)
+	b := newTestServer(t, dir, nil)
+	var list RunList
+	b.json("GET", "/api/runs", nil, http.StatusOK, &list)
+	if len(list.Runs) != 1 || list.Runs[0].Status != StatusStopped || list.Runs[0].Sample == "" || len(list.Runs[0].Sample) > maxListSample+len("…") {
+		t.Fatalf("after a restart: %+v", list.Runs)
+	}
+}

@@ -475,10 +475,13 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) (*Run, bool) {
 }
 
 // RunList is the answer to GET /api/runs: every run, newest first, with its loss curve
-// thinned to at most 200 points.
+// thinned to about 200 points and its latest sample cut to maxListSample bytes.
 type RunList struct {
 	Runs []*Run `json:"runs"`
 }
+
+// maxListSample is how much of each run's latest sample the run list carries.
+const maxListSample = 240
 
 func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.store.list()
@@ -495,7 +498,9 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, run := range runs {
 		run.History = downsample(run.History, 200)
-		run.Sample = ""
+		if len(run.Sample) > maxListSample {
+			run.Sample = strings.ToValidUTF8(run.Sample[:maxListSample], "") + "…"
+		}
 	}
 	if runs == nil {
 		runs = []*Run{}

@@ -489,6 +489,7 @@ function runCard(r) {
     el('canvas', { class: 'mini-chart', 'data-run': r.id }),
     el('div', { class: 'muted', text: `step ${fmtInt(r.step)} of ${fmtInt(r.steps)} · ${best} · ${r.corpus.source} (${fmtBytes(r.corpus.bytes)}) · ${new Date(r.created).toLocaleString()}` }),
     r.error ? el('div', { class: 'muted', text: r.error }) : null,
+    r.sample ? el('details', { class: 'run-sample' }, el('summary', { text: 'latest sample' }), el('pre', { text: printable(r.sample) })) : null,
     el('div', { class: 'controls' },
       el('button', { class: 'primary small', text: 'Sample', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#generate'; } }),
       el('button', { class: 'small', text: 'Look inside', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#inspect'; } }),
