@@ -163,6 +163,10 @@ try {
   await page.locator('#ins-heads canvas').first().hover({ position: { x: 70, y: 120 } });
   check(/reads/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'hovering a heat map cell reads out its weight');
   await shot('05-inspect');
+  await page.selectOption('#ins-head', '1');
+  await page.click('#btn-inspect');
+  await page.waitForFunction(() => /head 2 of 3/.test(document.querySelector('#ins-att-title').textContent), null, { timeout: T });
+  check(await page.locator('#ins-heads canvas').count() === 1 && /head 2/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'one chosen head shown alone');
 
   // A second run, on pasted text with custom sizes, then "continue +N steps" from the page.
   await page.click('a[data-tab="train"]');

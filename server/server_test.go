@@ -627,6 +627,9 @@ func TestRestartKeepsRuns(t *testing.T) {
 	if run.Status != StatusStopped || run.Step != paused.Stats.Step || !run.Resumable {
 		t.Fatalf("after a crash: %s at step %d (resumable %v), want stopped at %d", run.Status, run.Step, run.Resumable, paused.Stats.Step)
 	}
+	if !strings.Contains(run.Error, "can continue from its last checkpoint") {
+		t.Errorf("after a crash, the run says %q", run.Error)
+	}
 
 	// Graceful shutdown of the first server saves the job.
 	a.json("POST", "/api/job/resume", nil, http.StatusOK, nil)
