@@ -315,9 +315,9 @@ func TestRequestFixes(t *testing.T) {
 // The processor's name comes from /proc/cpuinfo on x86 and ARM alike.
 func TestCPUInfoName(t *testing.T) {
 	for in, want := range map[string]string{
-		"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n": "Intel(R) Xeon(R) CPU @ 2.20GHz",
+		"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n":                                                        "Intel(R) Xeon(R) CPU @ 2.20GHz",
 		"processor\t: 0\nBogoMIPS\t: 108.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n\nHardware\t: BCM2835\nModel\t: Raspberry Pi 4 Model B Rev 1.4\n": "Raspberry Pi 4 Model B Rev 1.4",
-		"processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n": "Arm (part 0xd0c)",
+		"processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n":                                                                "Arm (part 0xd0c)",
 		"processor\t: 0\n": "",
 	} {
 		if got := cpuInfoName(strings.NewReader(in)); got != want {
