@@ -65,6 +65,23 @@ try {
   await page.setInputFiles('#corpus-file', { name: 'big.txt', mimeType: 'text/plain', buffer: Buffer.alloc(limit + 1, 'a') });
   await page.waitForFunction(() => /more than the limit/.test(document.querySelector('#corpus-info').textContent), null, { timeout: T });
   check(true, 'oversized upload refused before sending');
+  await page.click('#btn-start');
+  await page.waitForSelector('#toast.error', { timeout: T });
+  check(/more than the limit/.test(await text('#toast')), 'starting with the oversized upload shows the limit');
+  // Sent anyway, past the page's check, the server refuses it too and creates no run.
+  const direct = await page.evaluate(async (n) => {
+    const tok = document.querySelector('meta[name="tinygpt-token"]').content;
+    const fd = new FormData();
+    fd.append('settings', JSON.stringify({ preset: 'tiny' }));
+    fd.append('corpus', new Blob([new Uint8Array(n).fill(97)], { type: 'text/plain' }), 'big.txt');
+    const r = await fetch('/api/runs', { method: 'POST', headers: { 'X-TinyGPT-Token': tok }, body: fd });
+    const list = await fetch('/api/runs').then((x) => x.json());
+    return { status: r.status, runs: list.runs.length };
+  }, limit + 1);
+  check(direct.status === 413 && direct.runs === 0, `the server refuses an oversized corpus and creates no run (status ${direct.status}, ${direct.runs} runs)`);
+  await page.waitForTimeout(100);
+  // The browser logs the refused request it was told to send; that one is expected.
+  for (let i = errors.length - 1; i >= 0; i--) if (/status of 413/.test(errors[i])) errors.splice(i, 1);
   await page.check('input[name="corpus"][value="builtin"]');
   await page.waitForFunction(() => document.querySelector('#warnings').children.length === 0, null, { timeout: T });
   await page.fill('#steps', '200');
@@ -146,6 +163,10 @@ try {
   await page.locator('#ins-heads canvas').first().hover({ position: { x: 70, y: 120 } });
   check(/reads/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'hovering a heat map cell reads out its weight');
   await shot('05-inspect');
+  await page.selectOption('#ins-head', '1');
+  await page.click('#btn-inspect');
+  await page.waitForFunction(() => /head 2 of 3/.test(document.querySelector('#ins-att-title').textContent), null, { timeout: T });
+  check(await page.locator('#ins-heads canvas').count() === 1 && /head 2/.test(await page.locator('#ins-heads figcaption').first().innerText()), 'one chosen head shown alone');
 
   // A second run, on pasted text with custom sizes, then "continue +N steps" from the page.
   await page.click('a[data-tab="train"]');

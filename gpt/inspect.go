@@ -63,22 +63,34 @@ func Softmax(logits []float32) []float64 {
 
 // AttentionWeights returns the attention probabilities of one layer (0-based) for text (at
 // most Ctx tokens), indexed [head][query][key]: row q holds the weights of keys 0..q, which sum
-// to 1 (the causal mask leaves later keys out). The backend's attention kernel never
+// to 1 (the causal mask leaves later keys out). With head ≥ 0 only that head is returned (the
+// result has one entry); with head < 0, every head. The backend's attention kernel never
 // materialises these probabilities, so they are computed on the host in float64 from the
-// model's weights, by the same network up to that layer.
-func (m *Model) AttentionWeights(text []int32, layer int) ([][][]float64, error) {
+// model's weights, by the same network up to that layer; only the requested head's
+// probabilities are kept, as float32, so memory grows with T² once, not with heads × layers.
+func (m *Model) AttentionWeights(text []int32, layer, head int) ([][][]float32, error) {
 	if err := m.checkInspect(text); err != nil {
 		return nil, err
 	}
 	if layer < 0 || layer >= m.Config.Layers {
 		return nil, fmt.Errorf("layer %d out of range: the model has layers 0 to %d", layer, m.Config.Layers-1)
 	}
+	if head >= m.Config.Heads {
+		return nil, fmt.Errorf("head %d out of range: the model has heads 0 to %d", head, m.Config.Heads-1)
+	}
 	h := newHostNet(m)
 	x := h.embed(text)
-	var att [][][]float64
+	var att [][][]float32
 	for l := 0; l <= layer; l++ {
-		var probs [][][]float64
-		x, probs = h.block(l, x)
+		keep := keepNone
+		if l == layer {
+			keep = head // keepAll (-1) when head < 0
+			if keep < 0 {
+				keep = keepAll
+			}
+		}
+		var probs [][][]float32
+		x, probs = h.block(l, x, keep)
 		if l == layer {
 			att = probs
 		}
@@ -86,13 +98,19 @@ func (m *Model) AttentionWeights(text []int32, layer int) ([][][]float64, error)
 	return att, nil
 }
 
+// Which attention probabilities block keeps: a head index, or one of these.
+const (
+	keepAll  = -1
+	keepNone = -2
+)
+
 // hostLogits computes the logits of every position of text on the host in float64; tests
 // compare them with the backend's, which checks the host network AttentionWeights uses.
 func (m *Model) hostLogits(text []int32) [][]float64 {
 	h := newHostNet(m)
 	x := h.embed(text)
 	for l := range m.Config.Layers {
-		x, _ = h.block(l, x)
+		x, _ = h.block(l, x, keepNone)
 	}
 	C := m.Config.DModel
 	wte := h.param("token_embedding.weight")
@@ -160,8 +178,9 @@ func (h *hostNet) embed(text []int32) [][]float64 {
 }
 
 // block runs transformer block l on x and returns its output and the attention
-// probabilities [head][query][key ≤ query].
-func (h *hostNet) block(l int, x [][]float64) ([][]float64, [][][]float64) {
+// probabilities [head][query][key ≤ query] of the heads keep asks for (a head index, keepAll
+// or keepNone), in float32.
+func (h *hostNet) block(l int, x [][]float64, keep int) ([][]float64, [][][]float32) {
 	C, NH, F := h.c.DModel, h.c.Heads, h.c.DMlp
 	hd := C / NH
 	p := func(s string) []float32 { return h.param(fmt.Sprintf("blocks.%d.%s", l, s)) }
@@ -174,16 +193,20 @@ func (h *hostNet) block(l int, x [][]float64) ([][]float64, [][][]float64) {
 		v[t] = linear64(ln, p("attn.v_proj.weight"), p("attn.v_proj.bias"), C, C)
 	}
 	scale := 1 / math.Sqrt(float64(hd))
-	probs := make([][][]float64, NH)
+	var probs [][][]float32
 	att := make([][]float64, T)
 	for t := range T {
 		att[t] = make([]float64, C)
 	}
+	scratch := make([]float64, T)
 	for hh := range NH {
-		probs[hh] = make([][]float64, T)
+		var kept [][]float32
+		if keep == keepAll || keep == hh {
+			kept = make([][]float32, T)
+		}
 		lo := hh * hd
 		for i := range T {
-			row := make([]float64, i+1)
+			row := scratch[:i+1]
 			mx := math.Inf(-1)
 			for j := 0; j <= i; j++ {
 				var s float64
@@ -204,7 +227,16 @@ func (h *hostNet) block(l int, x [][]float64) ([][]float64, [][][]float64) {
 					att[i][d] += row[j] * v[j][d]
 				}
 			}
-			probs[hh][i] = row
+			if kept != nil {
+				k := make([]float32, len(row))
+				for j, p := range row {
+					k[j] = float32(p)
+				}
+				kept[i] = k
+			}
+		}
+		if kept != nil {
+			probs = append(probs, kept)
 		}
 	}
 	out := make([][]float64, T)

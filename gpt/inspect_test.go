@@ -92,7 +92,7 @@ func TestAttentionWeights(t *testing.T) {
 	m := inspectModel(t)
 	text := []int32{'t', 'h', 'e', ' ', 'c', 'a', 't', ' ', 's', 'a', 't'}
 	for layer := range m.Config.Layers {
-		att, err := m.AttentionWeights(text, layer)
+		att, err := m.AttentionWeights(text, layer, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,12 +113,12 @@ func TestAttentionWeights(t *testing.T) {
 					if p < 0 || p > 1 {
 						t.Fatalf("probability %g out of [0, 1]", p)
 					}
-					s += p
+					s += float64(p)
 					if q > 2 && p > 0.9 {
 						peaked = true
 					}
 				}
-				if math.Abs(s-1) > 1e-9 {
+				if math.Abs(s-1) > 1e-5 {
 					t.Errorf("layer %d head %d query %d: weights sum to %g", layer, h, q, s)
 				}
 			}
@@ -126,15 +126,34 @@ func TestAttentionWeights(t *testing.T) {
 		if !peaked {
 			t.Errorf("layer %d: attention is nowhere peaked; the test model is too uniform to check anything", layer)
 		}
+		for h := range m.Config.Heads {
+			one, err := m.AttentionWeights(text, layer, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(one) != 1 {
+				t.Fatalf("head %d alone: %d heads returned, want 1", h, len(one))
+			}
+			for q, row := range one[0] {
+				for k, p := range row {
+					if p != att[h][q][k] {
+						t.Fatalf("layer %d head %d [%d][%d]: %g alone, %g with every head", layer, h, q, k, p, att[h][q][k])
+					}
+				}
+			}
+		}
 	}
 }
 
 func TestInspectBadInput(t *testing.T) {
 	m := inspectModel(t)
-	if _, err := m.AttentionWeights([]int32{1, 2}, 2); err == nil {
+	if _, err := m.AttentionWeights([]int32{1, 2}, 2, -1); err == nil {
 		t.Error("layer 2 of a 2-layer model: no error")
 	}
-	if _, err := m.AttentionWeights(nil, 0); err == nil {
+	if _, err := m.AttentionWeights([]int32{1, 2}, 0, m.Config.Heads); err == nil {
+		t.Error("head past the last: no error")
+	}
+	if _, err := m.AttentionWeights(nil, 0, -1); err == nil {
 		t.Error("empty text: no error")
 	}
 	if _, err := m.TopNext(make([]int32, 13), 10); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -47,6 +48,42 @@ type Stats struct {
 	ETA        float64  `json:"eta_s"`
 }
 
+// clean returns the stats with every non-finite number (a speed measured over 0 s, a
+// diverged loss) replaced by 0 or left out, since JSON has no NaN or infinity.
+func (st Stats) clean() Stats {
+	for _, p := range []**float64{&st.Loss, &st.Val, &st.BestVal} {
+		if *p != nil {
+			*p = finite(**p)
+		}
+	}
+	for _, p := range []*float64{&st.LR, &st.GradNorm, &st.MsPerStep, &st.TokensPerS, &st.Elapsed, &st.ETA} {
+		if math.IsNaN(*p) || math.IsInf(*p, 0) {
+			*p = 0
+		}
+	}
+	return st
+}
+
+// cleanPoint returns p with a NaN or infinite loss left out (JSON has no NaN): a diverging
+// run's last points would otherwise make its record and events unencodable.
+func cleanPoint(p format.LossPoint) format.LossPoint {
+	if p.Train != nil {
+		p.Train = finite(*p.Train)
+	}
+	if p.Val != nil {
+		p.Val = finite(*p.Val)
+	}
+	return p
+}
+
+// cleanHistory appends the cleaned points of h to dst.
+func cleanHistory(dst, h []format.LossPoint) []format.LossPoint {
+	for _, p := range h {
+		dst = append(dst, cleanPoint(p))
+	}
+	return dst
+}
+
 // Sample is a live sample taken during training.
 type Sample struct {
 	Step int    `json:"step"`
@@ -87,13 +124,18 @@ func (j *job) active() bool {
 // stop asks the job to stop; it saves a checkpoint and then closes done.
 func (j *job) stop() { j.cancel() }
 
-// snapshotState returns a copy of the job's state.
+// maxStatePoints bounds the loss history a job's state carries; the progress events carry
+// every new point, which the page appends.
+const maxStatePoints = 2000
+
+// snapshotState returns a copy of the job's state, its loss history thinned to about
+// maxStatePoints.
 func (j *job) snapshotState() JobState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := *j.run
-	r.History = append([]format.LossPoint{}, j.run.History...)
-	return JobState{Active: j.active(), State: j.state, Run: &r, Stats: j.stats,
+	r.History = append([]format.LossPoint{}, downsample(j.run.History, maxStatePoints)...)
+	return JobState{Active: j.active(), State: j.state, Run: &r, Stats: j.stats.clean(),
 		Samples: append([]Sample{}, j.samples...)}
 }
 
@@ -149,7 +191,7 @@ func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sample
 		j.stats.BestVal, j.stats.BestStep = finite(t.Best.Loss), t.Best.Step
 	}
 	run.Status, run.Error, run.Step, run.Steps = StatusTraining, "", t.Step(), t.Opts.Steps
-	run.History = append([]format.LossPoint(nil), t.History...)
+	run.History = cleanHistory(nil, t.History)
 	if err := s.store.save(run); err != nil {
 		s.cfg.Logf("tinygpt serve: %v", err)
 	}
@@ -195,7 +237,7 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 			j.stats.Step, j.stats.Steps, j.stats.Loss = e.Step, e.Steps, finite(e.Loss)
 			j.stats.LR, j.stats.GradNorm, j.stats.MsPerStep, j.stats.TokensPerS = e.LR, e.GradNorm, e.MsPerStep, e.TokensPerS
 			j.stats.Elapsed, j.stats.ETA = e.Elapsed, e.ETA
-			p := t.History[len(t.History)-1]
+			p := cleanPoint(t.History[len(t.History)-1])
 			j.run.History = append(j.run.History, p)
 			j.run.Step = e.Step
 			j.pending = append(j.pending, p)
@@ -213,11 +255,11 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 				j.stats.BestStep = t.Best.Step
 			}
 			if n := len(j.run.History); n > 0 && j.run.History[n-1].Step == e.Step {
-				j.run.History[n-1] = t.History[len(t.History)-1]
+				j.run.History[n-1] = cleanPoint(t.History[len(t.History)-1])
 			} else {
-				j.run.History = append(j.run.History, t.History[len(t.History)-1])
+				j.run.History = append(j.run.History, cleanPoint(t.History[len(t.History)-1]))
 			}
-			stats := j.stats
+			stats := j.stats.clean()
 			j.mu.Unlock()
 			s.hub.publish("eval", map[string]any{"id": j.id, "step": e.Step, "val": finite(e.Val), "stats": stats})
 		case "sample":
@@ -325,9 +367,13 @@ func (s *Server) saveRunFromTrainer(j *job, t *train.Trainer, status string) {
 		b := *t.Best
 		r.Best = &b
 	}
-	r.Sample = t.Sample
+	if t.Sample != "" {
+		r.Sample = t.Sample
+	} else if n := len(j.samples); n > 0 {
+		r.Sample = j.samples[n-1].Text // a stopped run keeps its latest live sample
+	}
 	r.Elapsed = t.Elapsed.Seconds()
-	r.History = append(r.History[:0], t.History...)
+	r.History = cleanHistory(r.History[:0], t.History)
 	j.mu.Unlock()
 	s.saveRun(j)
 }
@@ -345,7 +391,11 @@ func (s *Server) saveRun(j *job) {
 	j.mu.Unlock()
 	if err := s.store.save(&r); err != nil {
 		s.cfg.Logf("tinygpt serve: %v", err)
+		return
 	}
+	j.mu.Lock()
+	j.run.Updated = r.Updated
+	j.mu.Unlock()
 }
 
 // publishProgress broadcasts the latest stats and the loss points not yet sent.
@@ -355,7 +405,7 @@ func (s *Server) publishProgress(j *job) {
 		j.mu.Unlock()
 		return
 	}
-	ev := map[string]any{"id": j.id, "points": j.pending, "stats": j.stats}
+	ev := map[string]any{"id": j.id, "points": j.pending, "stats": j.stats.clean()}
 	j.pending = nil
 	j.lastPublish = time.Now()
 	j.mu.Unlock()
@@ -424,11 +474,14 @@ func (s *Server) handleJobAction(w http.ResponseWriter, r *http.Request) {
 
 // hub fans server-sent events out to the connected streams.
 type hub struct {
+	logf func(format string, args ...any)
 	mu   sync.Mutex
 	subs map[chan []byte]struct{}
 }
 
-func newHub() *hub { return &hub{subs: map[chan []byte]struct{}{}} }
+func newHub(logf func(format string, args ...any)) *hub {
+	return &hub{logf: logf, subs: map[chan []byte]struct{}{}}
+}
 
 func (h *hub) subscribe() chan []byte {
 	c := make(chan []byte, 256)
@@ -452,6 +505,7 @@ func (h *hub) unsubscribe(c chan []byte) {
 func (h *hub) publish(kind string, v any) {
 	msg, err := sseMessage(kind, v)
 	if err != nil {
+		h.logf("tinygpt serve: dropping a %s event: %v", kind, err)
 		return
 	}
 	h.mu.Lock()

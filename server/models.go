@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ type modelCache struct {
 }
 
 type loaded struct {
-	mu    sync.Mutex // held for a whole generation or inspection
+	sem   chan struct{} // holds a token for a whole generation or inspection
 	model *gpt.Model
 	step  int // the step whose weights the model holds
 	used  time.Time
@@ -45,12 +46,13 @@ func (c *modelCache) forget(id string) {
 	c.mu.Unlock()
 }
 
-// acquire returns the run's model holding its latest weights, locked; the caller unlocks it.
+// acquire returns the run's model holding its latest weights, reserved for the caller, who
+// releases it. Waiting for another request that uses the model ends with ctx.
 func (c *modelCache) acquire(ctx context.Context, run *Run) (*loaded, error) {
 	c.mu.Lock()
 	l := c.m[run.ID]
 	if l == nil {
-		l = &loaded{step: -1}
+		l = &loaded{step: -1, sem: make(chan struct{}, 1)}
 		c.m[run.ID] = l
 		if len(c.m) > maxLoaded {
 			var oldest string
@@ -65,12 +67,44 @@ func (c *modelCache) acquire(ctx context.Context, run *Run) (*loaded, error) {
 	l.used = time.Now()
 	c.mu.Unlock()
 
-	l.mu.Lock()
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another request that uses this model: %w", ctx.Err())
+	}
 	if err := c.refresh(ctx, l, run); err != nil {
-		l.mu.Unlock()
+		l.release()
 		return nil, err
 	}
 	return l, nil
+}
+
+// release ends the use of a model that acquire returned.
+func (l *loaded) release() { <-l.sem }
+
+// errNonFinite reports weights that are NaN or infinite: the model cannot be used.
+var errNonFinite = errors.New("the model's weights hold NaN or infinite values (its training diverged), so it cannot generate or be inspected")
+
+// checkFinite returns errNonFinite if any weight is NaN or infinite.
+func checkFinite(w []float32) error {
+	for _, v := range w {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return errNonFinite
+		}
+	}
+	return nil
+}
+
+// modelError answers a request whose model could not be made ready.
+func modelError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errNonFinite):
+		httpError(w, http.StatusUnprocessableEntity, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		httpError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		httpError(w, http.StatusConflict, "loading the model: %v", err)
+	}
 }
 
 // refresh brings l up to the run's latest weights: a snapshot from the training job, or the
@@ -88,6 +122,9 @@ func (c *modelCache) refresh(ctx context.Context, l *loaded, run *Run) error {
 			return err
 		}
 		if ok {
+			if err := checkFinite(snap.weights); err != nil {
+				return err
+			}
 			if l.model == nil {
 				if err := c.build(l, run); err != nil {
 					return err
@@ -109,6 +146,9 @@ func (c *modelCache) refresh(ctx context.Context, l *loaded, run *Run) error {
 		return nil
 	}
 	l.model = nil
+	if err := checkFinite(f.Weights); err != nil {
+		return err
+	}
 	be, err := c.s.cfg.Open("cpu")
 	if err != nil {
 		return err
@@ -200,10 +240,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	l, err := s.models.acquire(r.Context(), run)
 	if err != nil {
-		httpError(w, http.StatusConflict, "loading the model: %v", err)
+		modelError(w, err)
 		return
 	}
-	defer l.mu.Unlock()
+	defer l.release()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -271,9 +311,18 @@ func completeRunes(p *[]byte) string {
 
 // InspectRequest is the body of POST /api/runs/{id}/inspect.
 type InspectRequest struct {
-	Text  string `json:"text"`  // at most ctx bytes are used: the last ones
+	Text  string `json:"text"`  // at most ctx bytes are used (the last ones), and at most maxInspect
 	Layer int    `json:"layer"` // 0-based layer whose attention to return
+	Head  *int   `json:"head"`  // 0-based head whose attention to return; omitted or -1: every head
 }
+
+// Limits of an inspection: the positions looked at, and the attention weights in one answer
+// (each at most 6 bytes of JSON), so that a large model cannot make the server build a
+// response of gigabytes.
+const (
+	maxInspect      = 512
+	maxInspectCells = 2 << 20
+)
 
 // Inspection is the answer to an inspect request.
 type Inspection struct {
@@ -282,8 +331,9 @@ type Inspection struct {
 	Top       [][]Candidate `json:"top"` // per position: the 10 likeliest next bytes
 	Layer     int           `json:"layer"`
 	Layers    int           `json:"layers"`
+	Head      int           `json:"head"` // the head returned, or -1: every head
 	Heads     int           `json:"heads"`
-	Attention [][][]float32 `json:"attention"` // [head][query][key ≤ query]
+	Attention []attnRows    `json:"attention"` // [head][query][key ≤ query], 4 decimals
 	Step      int           `json:"step"`
 	Config    ModelConfig   `json:"config"`
 }
@@ -295,6 +345,37 @@ type Candidate struct {
 	P    float64 `json:"p"`
 }
 
+// attnRows is one head's attention weights, sent with 4 decimals (a non-finite weight as 0).
+type attnRows [][]float32
+
+// MarshalJSON writes the rows compactly.
+func (a attnRows) MarshalJSON() ([]byte, error) {
+	n := 2
+	for _, row := range a {
+		n += 3 + 7*len(row)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for q, row := range a {
+		if q > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for k, p := range row {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			v := float64(p)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				v = 0
+			}
+			b = strconv.AppendFloat(b, math.Round(v*1e4)/1e4, 'f', -1, 64)
+		}
+		b = append(b, ']')
+	}
+	return append(b, ']'), nil
+}
+
 func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 	run, ok := s.getRun(w, r)
 	if !ok {
@@ -304,6 +385,10 @@ func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, maxPrompt+4096, &req) {
 		return
 	}
+	head := -1
+	if req.Head != nil {
+		head = *req.Head
+	}
 	if req.Text == "" {
 		httpError(w, http.StatusBadRequest, "text is empty: give some text to look inside the model with")
 		return
@@ -312,29 +397,45 @@ func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "layer must be between 0 and %d, got %d", run.Config.Layers-1, req.Layer)
 		return
 	}
+	if head < -1 || head >= run.Config.Heads {
+		httpError(w, http.StatusBadRequest, "head must be between 0 and %d (or -1 for every head), got %d", run.Config.Heads-1, head)
+		return
+	}
 	text := []byte(req.Text)
 	truncated := false
 	if len(text) > run.Config.Ctx {
 		text, truncated = text[len(text)-run.Config.Ctx:], true
 	}
-	l, err := s.models.acquire(r.Context(), run)
-	if err != nil {
-		httpError(w, http.StatusConflict, "loading the model: %v", err)
+	if len(text) > maxInspect {
+		httpError(w, http.StatusRequestEntityTooLarge, "the text has %d bytes; look inside at most %d bytes at a time", len(text), maxInspect)
 		return
 	}
-	defer l.mu.Unlock()
+	heads := 1
+	if head < 0 {
+		heads = run.Config.Heads
+	}
+	if cells := heads * len(text) * (len(text) + 1) / 2; cells > maxInspectCells {
+		httpError(w, http.StatusRequestEntityTooLarge, "the attention of %d heads over %d bytes is %d weights, more than the %d one answer may hold: ask for one head, or use a shorter text", heads, len(text), cells, maxInspectCells)
+		return
+	}
+	l, err := s.models.acquire(r.Context(), run)
+	if err != nil {
+		modelError(w, err)
+		return
+	}
+	defer l.release()
 	toks := data.Tokens(text)
 	top, err := l.model.TopNext(toks, 10)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	att, err := l.model.AttentionWeights(toks, req.Layer)
+	att, err := l.model.AttentionWeights(toks, req.Layer, head)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	out := Inspection{Truncated: truncated, Layer: req.Layer, Layers: run.Config.Layers, Heads: run.Config.Heads,
+	out := Inspection{Truncated: truncated, Layer: req.Layer, Layers: run.Config.Layers, Head: head, Heads: run.Config.Heads,
 		Step: l.step, Config: run.Config}
 	for _, b := range text {
 		out.Tokens = append(out.Tokens, byteText(b))
@@ -342,19 +443,17 @@ func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 	for _, row := range top {
 		cs := make([]Candidate, len(row))
 		for i, c := range row {
-			cs[i] = Candidate{Byte: int(c.Token), Text: byteText(byte(c.Token)), P: c.Prob}
+			p := c.Prob
+			if math.IsNaN(p) || math.IsInf(p, 0) {
+				p = 0
+			}
+			cs[i] = Candidate{Byte: int(c.Token), Text: byteText(byte(c.Token)), P: p}
 		}
 		out.Top = append(out.Top, cs)
 	}
-	out.Attention = make([][][]float32, len(att))
+	out.Attention = make([]attnRows, len(att))
 	for h, rows := range att {
-		out.Attention[h] = make([][]float32, len(rows))
-		for q, row := range rows {
-			out.Attention[h][q] = make([]float32, len(row))
-			for k, p := range row {
-				out.Attention[h][q][k] = float32(p)
-			}
-		}
+		out.Attention[h] = rows
 	}
 	writeJSON(w, http.StatusOK, out)
 }

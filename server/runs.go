@@ -24,7 +24,7 @@ import (
 // of POST /api/plan. Zero values mean the preset's or the trainer's default.
 type RunSettings struct {
 	Name        string  `json:"name"`
-	Preset      string  `json:"preset"` // "" or "custom": sizes from Layers, DModel, Ctx
+	Preset      string  `json:"preset"` // "custom": sizes from Layers, DModel, Ctx; "": the default preset unless sizes are given
 	Layers      int     `json:"layers"`
 	DModel      int     `json:"d_model"`
 	Heads       int     `json:"heads"`
@@ -54,8 +54,8 @@ const (
 // options turns settings into trainer options.
 func (rs RunSettings) options() (train.Options, error) {
 	name := rs.Preset
-	custom := name == "" || name == "custom"
-	if custom {
+	custom := name == "custom" || (name == "" && (rs.Layers != 0 || rs.DModel != 0 || rs.Ctx != 0))
+	if name == "" || custom {
 		name = gpt.DefaultPreset
 	}
 	p, err := gpt.PresetByName(name)
@@ -233,6 +233,10 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 		httpError(w, http.StatusBadRequest, "multipart request has no \"settings\" part")
 		return rs, nil, false
 	}
+	if corpus != nil && rs.Corpus == "builtin" {
+		httpError(w, http.StatusBadRequest, "the settings ask for the built-in corpus but the request also has a \"corpus\" part: send one or the other")
+		return rs, nil, false
+	}
 	if corpus != nil && rs.Corpus == "" {
 		rs.Corpus = "text"
 	}
@@ -343,6 +347,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		Warmup: opts.Warmup, Dropout: opts.Dropout, Seed: opts.Seed, Backend: beName, Dtype: "fp32",
 		Corpus: CorpusInfo{Source: source, Bytes: len(corpus.Text)}, History: []format.LossPoint{}}
 	s.mu.Lock()
+	if s.isClosing() {
+		s.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "the server is shutting down; no new training starts")
+		return
+	}
 	if s.job != nil && s.job.active() {
 		j := s.job
 		s.mu.Unlock()
@@ -357,9 +366,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 }
 
 func busyMessage(j *job) string {
-	st := j.snapshotState()
+	j.mu.Lock()
+	name, step, steps := j.run.Name, j.stats.Step, j.stats.Steps
+	j.mu.Unlock()
 	return fmt.Sprintf("a run is already training (%q, step %d of %d); one run trains at a time: stop it or wait for it to finish",
-		st.Run.Name, st.Stats.Step, st.Stats.Steps)
+		name, step, steps)
 }
 
 // ContinueRequest is the body of POST /api/runs/{id}/continue.
@@ -428,6 +439,11 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		s.store.writeCorpus(run.ID, t.Corpus.Text)
 	}
 	s.mu.Lock()
+	if s.isClosing() {
+		s.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "the server is shutting down; no new training starts")
+		return
+	}
 	if s.job != nil && s.job.active() {
 		j := s.job
 		s.mu.Unlock()
@@ -459,10 +475,13 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) (*Run, bool) {
 }
 
 // RunList is the answer to GET /api/runs: every run, newest first, with its loss curve
-// thinned to at most 200 points.
+// thinned to about 200 points and its latest sample cut to maxListSample bytes.
 type RunList struct {
 	Runs []*Run `json:"runs"`
 }
+
+// maxListSample is how much of each run's latest sample the run list carries.
+const maxListSample = 240
 
 func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.store.list()
@@ -479,7 +498,9 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, run := range runs {
 		run.History = downsample(run.History, 200)
-		run.Sample = ""
+		if len(run.Sample) > maxListSample {
+			run.Sample = strings.ToValidUTF8(run.Sample[:maxListSample], "") + "…"
+		}
 	}
 	if runs == nil {
 		runs = []*Run{}
@@ -492,6 +513,7 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	run.History = downsample(run.History, maxStatePoints)
 	writeJSON(w, http.StatusOK, run)
 }
 

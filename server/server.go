@@ -13,6 +13,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -120,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, store: st, hub: newHub(), closing: make(chan struct{})}
+	s := &Server{cfg: cfg, store: st, hub: newHub(cfg.Logf), closing: make(chan struct{})}
 	s.models = newModelCache(s)
 	s.routes()
 	return s, nil
@@ -133,10 +134,11 @@ func NewToken() string {
 	return hex.EncodeToString(b)
 }
 
-// loadToken returns the token kept in dir/token, creating it (readable by the user only) on the
-// first start, so that pages and scripts keep working across restarts of the server.
+// loadToken returns the token kept in dir/token, creating it (readable by the user only, from
+// its creation on) on the first start, so that pages and scripts keep working across restarts
+// of the server.
 func loadToken(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("data directory: %w", err)
 	}
 	path := filepath.Join(dir, "token")
@@ -150,10 +152,17 @@ func loadToken(dir string) (string, error) {
 	if err := writeFileAtomic(path, []byte(tok+"\n")); err != nil {
 		return "", err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
 	return tok, nil
+}
+
+// isClosing reports whether Shutdown has begun.
+func (s *Server) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // Token returns the access token.
@@ -162,12 +171,10 @@ func (s *Server) Token() string { return s.cfg.Token }
 // Shutdown stops the training job, if any, saving its checkpoint, and ends the event streams so
 // that an http.Server can shut down. It waits for the checkpoint or until ctx is done.
 func (s *Server) Shutdown(ctx context.Context) error {
-	select {
-	case <-s.closing:
-	default:
-		close(s.closing)
-	}
 	s.mu.Lock()
+	if !s.isClosing() {
+		close(s.closing) // under s.mu: a start either sees it or has set s.job already
+	}
 	j := s.job
 	s.mu.Unlock()
 	if j == nil {
@@ -205,6 +212,11 @@ func (s *Server) routes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/api/"):
+			if allow := s.allowed(r); len(allow) > 0 {
+				w.Header().Set("Allow", strings.Join(allow, ", "))
+				httpError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s (use %s)", r.Method, r.URL.Path, strings.Join(allow, " or "))
+				return
+			}
 			httpError(w, http.StatusNotFound, "no such API endpoint: %s %s", r.Method, r.URL.Path)
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			httpError(w, http.StatusMethodNotAllowed, "method %s not allowed here", r.Method)
@@ -213,6 +225,19 @@ func (s *Server) routes() {
 		}
 	})
 	s.mux = m
+}
+
+// allowed returns the methods that have a route for r's path other than the catch-all.
+func (s *Server) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		c := r.Clone(r.Context())
+		c.Method = m
+		if _, pattern := s.mux.Handler(c); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // ServeHTTP checks the request's origin and token, then routes it. A panic in a handler
@@ -311,13 +336,21 @@ func httpError(w http.ResponseWriter, status int, format string, args ...any) {
 	writeJSON(w, status, apiError{Error: fmt.Sprintf(format, args...)})
 }
 
+// writeJSON sends v as JSON with the status. It encodes into memory first, so that a value
+// JSON cannot hold (a NaN) becomes a 500 with an error message, not a 200 with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		enc.Encode(apiError{Error: fmt.Sprintf("internal error: the answer cannot be sent as JSON: %v", err)})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
+	w.Write(buf.Bytes())
 }
 
 // decodeJSON reads a JSON request body of at most limit bytes into v, refusing unknown fields.

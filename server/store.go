@@ -87,8 +87,16 @@ type store struct {
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 func openStore(dir string) (*store, error) {
+	// Runs hold the user's corpora: only the user may read them (loopback is no boundary
+	// between the users of one machine). The runs folder of an older version is tightened.
 	st := &store{dir: filepath.Join(dir, "runs")}
-	if err := os.MkdirAll(st.dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.MkdirAll(st.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.Chmod(st.dir, 0o700); err != nil && runtime.GOOS != "windows" {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	// Runs that were training when the server died are stopped; their checkpoint is the truth.
@@ -117,7 +125,7 @@ func (st *store) recover(r *Run) error {
 	}
 	r.fromHeader(f)
 	r.Status = StatusStopped
-	r.Error = fmt.Sprintf("the server stopped while training; continued from the checkpoint at step %d", r.Step)
+	r.Error = fmt.Sprintf("the server stopped while training; it can continue from its last checkpoint, at step %d", r.Step)
 	return st.save(r)
 }
 
@@ -133,7 +141,7 @@ func (st *store) modelPath(id string) string  { return filepath.Join(st.dir, id,
 func (st *store) corpusPath(id string) string { return filepath.Join(st.dir, id, "corpus.txt") }
 func (st *store) metaPath(id string) string   { return filepath.Join(st.dir, id, "run.json") }
 func validID(id string) bool                  { return idPattern.MatchString(id) }
-func (st *store) create(id string) error      { return os.Mkdir(st.path(id), 0o755) }
+func (st *store) create(id string) error      { return os.Mkdir(st.path(id), 0o700) }
 func (st *store) writeCorpus(id string, b []byte) error {
 	return writeFileAtomic(st.corpusPath(id), b)
 }
@@ -252,21 +260,37 @@ func (r *Run) fromHeader(f *format.File) {
 	r.Resumable = f.M != nil && (h.Corpus != "" || r.Origin == "trained")
 }
 
-// downsample returns at most n points of h, evenly spread, always keeping the last one and
-// every point with a validation loss.
+// downsample returns about n points of h (at most n + n/4): n evenly spread, always the first
+// and the last, and of the points with a validation loss at most n/4, evenly spread, so that a
+// run that validates every step is thinned too. h itself is returned when it is short enough.
 func downsample(h []format.LossPoint, n int) []format.LossPoint {
+	n = max(n, 8)
 	if len(h) <= n {
 		return h
 	}
-	out := make([]format.LossPoint, 0, n+n/2)
-	every := float64(len(h)) / float64(n)
-	next := 0.0
+	keep := make([]bool, len(h))
+	for i := range n {
+		keep[i*(len(h)-1)/(n-1)] = true
+	}
+	var vals []int
 	for i, p := range h {
-		if float64(i) >= next || p.Val != nil || i == len(h)-1 {
+		if p.Val != nil {
+			vals = append(vals, i)
+		}
+	}
+	if m := n / 4; len(vals) <= m {
+		for _, i := range vals {
+			keep[i] = true
+		}
+	} else {
+		for k := range m {
+			keep[vals[k*(len(vals)-1)/(m-1)]] = true
+		}
+	}
+	out := make([]format.LossPoint, 0, n+n/4)
+	for i, p := range h {
+		if keep[i] {
 			out = append(out, p)
-			if float64(i) >= next {
-				next += every
-			}
 		}
 	}
 	return out
@@ -314,7 +338,8 @@ func finite(v float64) *float64 {
 }
 
 // writeFileAtomic writes b to path so that a crash leaves either the old or the new file: a
-// temporary file in the same folder, fsync, rename, and a sync of the folder.
+// temporary file in the same folder, fsync, rename, and a sync of the folder. The file is
+// readable by the user only, from its creation on.
 func writeFileAtomic(path string, b []byte) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -331,7 +356,7 @@ func writeFileAtomic(path string, b []byte) (err error) {
 	if _, err = tmp.Write(b); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil && runtime.GOOS != "windows" {
+	if err = tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
 		return err
 	}
 	if err = tmp.Sync(); err != nil {

@@ -3,8 +3,8 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -40,21 +40,41 @@ func (s *Server) handleSystem(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// cpuModel reads the processor's name from /proc/cpuinfo ("" where unknown).
+// cpuModel names the processor, or says "unknown CPU (GOARCH)" where this platform does not
+// tell.
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
+	if name := strings.Join(strings.Fields(cpuName()), " "); name != "" {
+		return name
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return "unknown CPU (" + runtime.GOARCH + ")"
+}
+
+// cpuInfoName reads the processor's name from a /proc/cpuinfo listing: "model name" (x86 and
+// most others), else the board ("Model", "Hardware"), "cpu model" or "uarch", else the ARM
+// implementer and part numbers; "" when it has none of them.
+func cpuInfoName(r io.Reader) string {
+	fields := map[string]string{}
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if ok && v != "" && fields[k] == "" {
+			fields[k] = v
 		}
 	}
-	return runtime.GOARCH
+	for _, k := range []string{"model name", "Model", "Hardware", "cpu model", "uarch"} {
+		if v := fields[k]; v != "" {
+			return v
+		}
+	}
+	if impl, part := fields["CPU implementer"], fields["CPU part"]; impl != "" && part != "" {
+		name := "CPU implementer " + impl
+		if impl == "0x41" {
+			name = "Arm"
+		}
+		return name + " (part " + part + ")"
+	}
+	return ""
 }
 
 // calibration is the measured training speed of this machine, taken once.

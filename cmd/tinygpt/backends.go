@@ -15,7 +15,7 @@ var cpuDetail = sync.OnceValue(func() string { return cpu.New().Describe() })
 // case in openBackend); tinygpt serve shows this list.
 func backendList() []server.Backend {
 	return []server.Backend{
-		{Name: "webgpu", Available: false, Note: "not available in this build: it has no WebGPU backend yet"},
+		{Name: "webgpu", Available: false, Note: "this build has no WebGPU backend yet"},
 		{Name: "cpu", Available: true, Detail: cpuDetail()},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 		return fmt.Errorf("--addr %q: %w", *addr, err)
 	}
 	public := !isLoopback(host)
+	if public && *token != "" && len(*token) < minPublicToken {
+		return fmt.Errorf("--token: listening beyond this machine needs a token of at least %d characters (leave --token out for a random one)", minPublicToken)
+	}
 	srv, err := server.New(server.Config{Dir: *dir, Token: *token, Public: public,
 		Backends: backendList, Open: openBackend})
 	if err != nil {
@@ -46,11 +50,17 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	url := "http://" + ln.Addr().String() + "/"
-	if public {
-		url += "?token=" + srv.Token()
+	urls := playgroundURLs(host, ln.Addr().(*net.TCPAddr).Port, interfaceAddrs())
+	for i := range urls {
+		if public {
+			urls[i] += "?token=" + srv.Token()
+		}
 	}
+	url := urls[0]
 	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", url)
+	for _, u := range urls[1:] {
+		fmt.Fprintf(e.stdout, "                 or %s\n", u)
+	}
 	fmt.Fprintf(e.stdout, "runs are kept in %s\n", *dir)
 	if public {
 		fmt.Fprintf(e.stdout, "listening beyond this machine: every request needs the access token %s\n", srv.Token())
@@ -83,6 +93,48 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	}
 	fmt.Fprintln(e.stdout, "stopped")
 	return nil
+}
+
+// minPublicToken is the shortest token accepted when the server listens beyond loopback.
+const minPublicToken = 16
+
+// playgroundURLs returns the addresses to open the playground at: the host of --addr, or, when
+// that is unspecified (all interfaces: "", 0.0.0.0 or ::), each address in addrs (this
+// machine's), falling back to localhost when there is none.
+func playgroundURLs(host string, port int, addrs []net.IP) []string {
+	mk := func(h string) string { return "http://" + net.JoinHostPort(h, strconv.Itoa(port)) + "/" }
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return []string{mk(host)}
+	}
+	var urls []string
+	for _, ip := range addrs {
+		if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsMulticast() {
+			continue
+		}
+		if ip.To4() == nil && host != "" && host != "::" {
+			continue // 0.0.0.0 listens on IPv4 only
+		}
+		urls = append(urls, mk(ip.String()))
+	}
+	if len(urls) == 0 {
+		urls = []string{mk("localhost")}
+	}
+	return urls
+}
+
+// interfaceAddrs lists this machine's interface addresses (none where they cannot be read).
+func interfaceAddrs() []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
 }
 
 func isLoopback(host string) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +21,32 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"serve", "--addr", "127.0.0.1:99999", "--dir", t.TempDir()}, "--addr"},
 		{[]string{"serve", "--dir", filepath.Join(file, "sub")}, "data directory"},
 		{[]string{"serve", "extra"}, "unexpected argument"},
+		{[]string{"serve", "--addr", "0.0.0.0:0", "--token", "short", "--dir", t.TempDir()}, "at least 16 characters"},
 	} {
 		code, _, errOut := tinygpt(t, "", c.args...)
 		if code == 0 || !strings.Contains(errOut, c.msg) {
 			t.Errorf("%v: exit %d, %q; want an error mentioning %q", c.args, code, errOut, c.msg)
+		}
+	}
+}
+
+// Listening on every interface prints addresses a browser can open, not 0.0.0.0 or [::].
+func TestPlaygroundURLs(t *testing.T) {
+	addrs := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.168.1.20"), net.ParseIP("fe80::1"), net.ParseIP("2001:db8::5"), net.ParseIP("::1")}
+	for _, c := range []struct {
+		host  string
+		addrs []net.IP
+		want  string
+	}{
+		{"192.168.1.20", addrs, "http://192.168.1.20:8080/"},
+		{"myhost.lan", addrs, "http://myhost.lan:8080/"},
+		{"0.0.0.0", addrs, "http://192.168.1.20:8080/"},
+		{"::", addrs, "http://192.168.1.20:8080/ http://[2001:db8::5]:8080/"},
+		{"", addrs, "http://192.168.1.20:8080/ http://[2001:db8::5]:8080/"},
+		{"::", nil, "http://localhost:8080/"},
+	} {
+		if got := strings.Join(playgroundURLs(c.host, 8080, c.addrs), " "); got != c.want {
+			t.Errorf("%q: %s, want %s", c.host, got, c.want)
 		}
 	}
 }

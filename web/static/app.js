@@ -66,10 +66,14 @@ function meaning(loss) {
   if (loss == null) return '';
   const ppl = Math.exp(loss);
   let words;
+  // Random guessing is ln 256 ≈ 5.55; knowing only how common each character is gives about
+  // 3 on English text.
   if (loss > 5.2) words = 'random guessing: every one of the 256 bytes looks equally likely';
-  else if (loss > 3.3) words = 'it has learned which characters are common';
-  else if (loss > 2.5) words = 'it knows common letter pairs and where spaces go';
-  else if (loss > 2.0) words = 'syllables and short words are forming';
+  else if (loss > 4.5) words = 'still close to random guessing';
+  else if (loss > 3.3) words = 'it is finding out which bytes occur at all: letters and spaces, not yet how often';
+  else if (loss > 2.7) words = 'it has learned which characters are common';
+  else if (loss > 2.2) words = 'it knows common letter pairs and where spaces go';
+  else if (loss > 1.8) words = 'syllables and short words are forming';
   else if (loss > 1.5) words = 'it writes mostly real words, with some grammar';
   else if (loss > 1.0) words = 'fluent phrases; on a small corpus it is starting to memorise';
   else words = 'very sure of itself: with a small corpus, it is reciting the training text';
@@ -199,6 +203,7 @@ async function corpusChanged() {
 }
 
 let planTimer = null;
+let planSeq = 0; // replies to older plan requests are dropped
 function schedulePlan() {
   clearTimeout(planTimer);
   planTimer = setTimeout(plan, 250);
@@ -206,8 +211,10 @@ function schedulePlan() {
 
 async function plan() {
   const box = $('plan'), warn = $('warnings');
+  const seq = ++planSeq;
   try {
     const p = await api('POST', '/api/plan', settings());
+    if (seq !== planSeq) return;
     box.replaceChildren(
       stat('parameters', fmtInt(p.params)),
       stat('estimated time', p.seconds ? fmtTime(p.seconds) : '–', p.calibration),
@@ -219,6 +226,7 @@ async function plan() {
     warn.replaceChildren(...p.warnings.map((w) => el('p', { class: 'warning', text: w })));
     if (state.corpusBytes > state.corpusLimit) warn.append(el('p', { class: 'error', text: $('corpus-info').textContent }));
   } catch (e) {
+    if (seq !== planSeq) return;
     box.replaceChildren();
     warn.replaceChildren(el('p', { class: 'error', text: e.message }));
   }
@@ -298,7 +306,7 @@ function renderLive() {
     stat('train–val gap', gap == null ? '–' : (gap >= 0 ? '+' : '') + gap.toFixed(3), 'validation minus training loss: a growing gap means the model memorises its training text'),
     stat('perplexity', st.loss != null ? Math.exp(st.loss).toFixed(2) : '–'),
     stat('elapsed', fmtTime(st.elapsed_s)),
-    stat('ETA', active ? fmtTime(st.eta_s) : '–'),
+    stat('ETA', active && status !== 'paused' ? fmtTime(st.eta_s) : '–'),
     stat('tokens/s', st.tokens_per_s ? fmtInt(st.tokens_per_s) : '–'),
     stat('ms/step', st.ms_per_step ? st.ms_per_step.toFixed(1) : '–'),
     stat('learning rate', st.lr ? st.lr.toExponential(2) : '–'),
@@ -329,8 +337,17 @@ function onProgress(ev) {
   if (!js || !js.run || js.run.id !== ev.id) return refreshJob();
   const last = state.points.length ? state.points[state.points.length - 1].step : 0;
   for (const p of ev.points) if (p.step > last) state.points.push(p);
+  capPoints();
   js.stats = ev.stats;
   throttledRender();
+}
+
+// capPoints keeps the live curve to a few thousand points: past that, every other one goes (the
+// first and last stay), as the server thins the history it sends.
+function capPoints() {
+  const pts = state.points;
+  if (pts.length <= 4000) return;
+  state.points = pts.filter((p, i) => i % 2 === 0 || i === pts.length - 1);
 }
 
 function onEval(ev) {
@@ -397,9 +414,15 @@ function connect() {
   events.addEventListener('state', (e) => {
     const js = JSON.parse(e.data);
     const wasActive = state.job && state.job.active;
+    const prevId = state.job && state.job.run ? state.job.run.id : null;
     setJob(js);
     if (wasActive && !js.active) { loadRuns(); toast(`Training ${js.state}: ${js.run.name}`); }
-    if (js.active) { state.selected = js.run.id; fillModelSelects(); }
+    // A run that starts training becomes the model to sample from only if the user has not
+    // chosen one; later state events (pause, resume, checkpoints) leave the choice alone.
+    if (js.active && (!wasActive || prevId !== js.run.id)) {
+      if (!state.selected) state.selected = js.run.id;
+      loadRuns();
+    }
   });
   events.addEventListener('progress', (e) => onProgress(JSON.parse(e.data)));
   events.addEventListener('eval', (e) => onEval(JSON.parse(e.data)));
@@ -433,7 +456,11 @@ function fillModelSelects() {
   fillLayers();
 }
 
+let miniCharts = []; // the cards' charts, disconnected when the cards are redrawn
+
 function renderRuns() {
+  for (const c of miniCharts) c.destroy();
+  miniCharts = [];
   const box = $('model-list');
   if (!state.runs.length) {
     box.replaceChildren(el('p', { class: 'muted', text: 'No models yet. Train one, or upload a .tinygpt file.' }));
@@ -442,7 +469,10 @@ function renderRuns() {
   box.replaceChildren(...state.runs.map(runCard));
   for (const r of state.runs) {
     const cv = document.querySelector(`canvas[data-run="${r.id}"]`);
-    if (cv) new LossChart(cv, { mini: true }).setData(r.history || [], r.steps);
+    if (!cv) continue;
+    const chart = new LossChart(cv, { mini: true });
+    chart.setData(r.history || [], r.steps);
+    miniCharts.push(chart);
   }
 }
 
@@ -459,6 +489,7 @@ function runCard(r) {
     el('canvas', { class: 'mini-chart', 'data-run': r.id }),
     el('div', { class: 'muted', text: `step ${fmtInt(r.step)} of ${fmtInt(r.steps)} · ${best} · ${r.corpus.source} (${fmtBytes(r.corpus.bytes)}) · ${new Date(r.created).toLocaleString()}` }),
     r.error ? el('div', { class: 'muted', text: r.error }) : null,
+    r.sample ? el('details', { class: 'run-sample' }, el('summary', { text: 'latest sample' }), el('pre', { text: printable(r.sample) })) : null,
     el('div', { class: 'controls' },
       el('button', { class: 'primary small', text: 'Sample', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#generate'; } }),
       el('button', { class: 'small', text: 'Look inside', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#inspect'; } }),
@@ -571,16 +602,37 @@ function fillLayers() {
   const n = r ? r.config.layers : 1;
   for (let i = 0; i < n; i++) sel.append(el('option', { value: i, text: `${i + 1} of ${n}` }));
   if (keep && +keep < n) sel.value = keep;
-  if (r) $('ins-text').maxLength = r.config.ctx;
+  const hsel = $('ins-head');
+  const keepHead = hsel.value;
+  const heads = r ? r.config.heads : 1;
+  hsel.replaceChildren(el('option', { value: -1, text: 'all' }));
+  for (let i = 0; i < heads; i++) hsel.append(el('option', { value: i, text: `${i + 1} of ${heads}` }));
+  if (keepHead !== '' && +keepHead < heads) hsel.value = keepHead;
+  // The server looks at most 512 bytes at a time.
+  if (r) $('ins-text').maxLength = Math.min(r.config.ctx, MAX_INSPECT);
 }
+
+// Limits of an inspection, as the server has them: positions, and weights in one answer.
+const MAX_INSPECT = 512, MAX_INSPECT_CELLS = 2 << 20;
 
 let inspection = null;
 async function inspect() {
   const id = $('ins-model').value;
   if (!id) { toast('Train or upload a model first.', 'error'); return; }
+  const r = state.runs.find((x) => x.id === id);
+  const text = $('ins-text').value;
+  let head = +$('ins-head').value;
+  if (r && head < 0) {
+    const T = Math.min(new TextEncoder().encode(text).length, r.config.ctx, MAX_INSPECT);
+    if (r.config.heads * T * (T + 1) / 2 > MAX_INSPECT_CELLS) {
+      head = 0;
+      $('ins-head').value = '0';
+      toast('Every head at once is too much for a text this long: showing one head (choose it under "head").');
+    }
+  }
   $('btn-inspect').disabled = true;
   try {
-    inspection = await api('POST', `/api/runs/${id}/inspect`, { text: $('ins-text').value, layer: +$('ins-layer').value });
+    inspection = await api('POST', `/api/runs/${id}/inspect`, { text, layer: +$('ins-layer').value, head });
     renderInspection(inspection.tokens.length - 1);
   } catch (e) {
     toast(e.message, 'error');
@@ -602,7 +654,8 @@ function renderInspection(pos) {
       el('td', { class: 'bar-cell' }, barEl(c.p / row[0].p)),
       el('td', { class: 'num', text: (100 * c.p).toFixed(1) + '%' })))));
   $('ins-att-title').classList.remove('hidden');
-  $('ins-att-title').textContent = `Attention weights, layer ${ins.layer + 1} of ${ins.layers}`;
+  $('ins-att-title').textContent = `Attention weights, layer ${ins.layer + 1} of ${ins.layers}` +
+    (ins.head >= 0 ? `, head ${ins.head + 1} of ${ins.heads}` : '');
   $('ins-att-help').classList.remove('hidden');
   drawHeads($('ins-heads'), ins, pos);
 }
@@ -619,11 +672,11 @@ function barEl(frac) {
 function renderMachine() {
   const s = state.system;
   const facts = [
-    ['Processor', s.cpu], ['Cores', s.cores], ['Memory', fmtBytes(s.memory_bytes)], ['System', s.os], ['Go', s.go],
+    ['Processor', s.cpu], ['Cores', s.cores], ['Memory', s.memory_bytes ? fmtBytes(s.memory_bytes) : 'unknown'], ['System', s.os], ['Go', s.go],
     ['Data directory', s.dir], ['Upload limits', `corpus ${fmtBytes(s.limits.corpus_bytes)}, model ${fmtBytes(s.limits.model_bytes)}`],
   ];
   const gpu = s.backends.find((b) => b.name === 'webgpu');
-  facts.splice(3, 0, ['GPU adapter', gpu && gpu.available ? gpu.detail : `none: ${gpu ? gpu.note : 'no GPU backend'}`]);
+  facts.splice(3, 0, ['GPU adapter', gpu && gpu.available ? gpu.detail : `not used: ${gpu ? gpu.note : 'this build has no GPU backend'}`]);
   if (state.presets && state.presets.presets[0]) facts.push(['Speed estimate', state.presets.presets[0].estimate.calibration]);
   $('machine').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
   $('backend-table').replaceChildren(

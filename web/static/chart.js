@@ -32,6 +32,11 @@ export class LossChart {
     this.resizeObserver.observe(canvas);
   }
 
+  // destroy stops watching the canvas's size; the chart is not drawn again.
+  destroy() {
+    this.resizeObserver.disconnect();
+  }
+
   // points: [{step, train, val}] (train or val may be null); total: the planned step count.
   setData(points, total) {
     this.points = points;

@@ -1,4 +1,4 @@
-// Attention heat maps: one square per head, rows are the reading position (query), columns the
+// Attention heat maps: one square per head returned (every head, or the one asked for), rows are the reading position (query), columns the
 // position read from (key). The selected position's row is outlined; short texts get their
 // bytes written along the edges.
 
@@ -48,7 +48,7 @@ export function drawHeads(container, ins, pos) {
       g.strokeRect(0.75, pos * cell + 0.75, (pos + 1) * cell - 1.5, cell - 1.5);
     }
     const cap = document.createElement('figcaption');
-    const title = `head ${h + 1}`;
+    const title = `head ${(ins.head >= 0 ? ins.head : h) + 1}`;
     cap.textContent = title;
     cv.addEventListener('mousemove', (e) => {
       const r = cv.getBoundingClientRect();

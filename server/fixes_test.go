@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"tinygpt/format"
+)
+
+// craftModel encodes a one-layer model of the given context and heads (one dimension per head,
+// so that a long context stays small), with weights from fill.
+func craftModel(t *testing.T, ctx, heads int, fill func(i int) float32) []byte {
+	t.Helper()
+	c := format.Config{Ctx: ctx, Layers: 1, Heads: heads, DModel: heads, DMlp: 4, BatchSize: 1, MaxSteps: 10,
+		LearningRate: 1e-3, Seed: 1}
+	w := make([]float32, format.ParamCount(c))
+	for i := range w {
+		w[i] = fill(i)
+	}
+	f := &format.File{Header: format.Header{Version: 2, Config: c, Project: "x", WeightDtype: "fp32"}, Weights: w}
+	b, err := format.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// importModel uploads a model file and returns its run.
+func (ts *testServer) importModel(raw []byte) Run {
+	ts.t.Helper()
+	status, b := ts.do("POST", "/api/runs/import?name=crafted", "application/octet-stream", bytes.NewReader(raw))
+	if status != http.StatusCreated {
+		ts.t.Fatalf("import: %d %s", status, b)
+	}
+	var run Run
+	if err := json.Unmarshal(b, &run); err != nil {
+		ts.t.Fatal(err)
+	}
+	return run
+}
+
+func plainWeights(i int) float32 { return 0.01 * float32(i%7) }
+
+// A model with a long context and many heads cannot make inspect build a huge answer: the text
+// is capped, every head at once is refused when too big, and one head comes back compactly.
+func TestInspectLimits(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	run := ts.importModel(craftModel(t, 2048, 16, plainWeights))
+	path := "/api/runs/" + run.ID + "/inspect"
+	inspect := func(text string, head *int) (int, []byte) {
+		b, _ := json.Marshal(InspectRequest{Text: text, Layer: 0, Head: head})
+		return ts.do("POST", path, "application/json", bytes.NewReader(b))
+	}
+	if status, b := inspect(strings.Repeat("a", 2048), nil); status != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("at most 512 bytes")) {
+		t.Errorf("2048 bytes: %d %.200s", status, b)
+	}
+	text := strings.Repeat("ab", maxInspect/2)
+	if status, b := inspect(text, nil); status != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("one head")) {
+		t.Errorf("512 bytes, every head: %d %.200s", status, b)
+	}
+	head := 3
+	status, b := inspect(text, &head)
+	if status != http.StatusOK {
+		t.Fatalf("512 bytes, one head: %d %.200s", status, b)
+	}
+	if len(b) > 2<<20 {
+		t.Errorf("one head over 512 bytes: a %d-byte answer", len(b))
+	}
+	var raw struct {
+		Attention json.RawMessage `json:"attention"`
+		Head      int             `json:"head"`
+		Heads     int             `json:"heads"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if long := regexp.MustCompile(`\.\d{5}`).Find(raw.Attention); long != nil {
+		t.Errorf("attention weights with more than 4 decimals: %s", long)
+	}
+	var ins Inspection
+	json.Unmarshal(b, &ins)
+	if len(ins.Attention) != 1 || len(ins.Attention[0]) != maxInspect || raw.Head != 3 || raw.Heads != 16 {
+		t.Fatalf("one head: %d heads of %d rows, head %d of %d", len(ins.Attention), len(ins.Attention[0]), raw.Head, raw.Heads)
+	}
+	for q, row := range ins.Attention[0] {
+		var sum float64
+		for _, p := range row {
+			sum += float64(p)
+		}
+		if len(row) != q+1 || math.Abs(sum-1) > 5e-3*float64(q+1) {
+			t.Fatalf("row %d: %d keys, sum %g", q, len(row), sum)
+		}
+	}
+	// A short text still gets every head.
+	if status, b := inspect("hello", nil); status != http.StatusOK {
+		t.Errorf("short text: %d %s", status, b)
+	} else if json.Unmarshal(b, &ins); len(ins.Attention) != 16 || ins.Head != -1 {
+		t.Errorf("short text: %d heads, head %d", len(ins.Attention), ins.Head)
+	}
+	bad := 16
+	if status, _ := inspect("hello", &bad); status != http.StatusBadRequest {
+		t.Errorf("head 16 of 16: %d", status)
+	}
+}
+
+// JSON has no NaN: an answer that cannot be encoded is a 500 with a message, never an empty
+// 200; NaN weights are refused with a message; the job's stats are sent with their non-finite
+// numbers zeroed.
+func TestNonFiniteNumbers(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, map[string]float64{"x": math.NaN()})
+	var e apiError
+	if rec.Code != http.StatusInternalServerError || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error == "" {
+		t.Errorf("NaN: %d %q", rec.Code, rec.Body.String())
+	}
+
+	ts := newTestServer(t, "", nil)
+	run := ts.importModel(craftModel(t, 32, 1, func(int) float32 { return float32(math.NaN()) }))
+	for p, body := range map[string]string{"inspect": `{"text":"hi"}`, "generate": `{"prompt":"hi","tokens":3}`} {
+		status, b := ts.do("POST", "/api/runs/"+run.ID+"/"+p, "application/json", strings.NewReader(body))
+		if status != http.StatusUnprocessableEntity || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error, "NaN") {
+			t.Errorf("%s with NaN weights: %d %s", p, status, b)
+		}
+	}
+
+	done := make(chan struct{})
+	close(done)
+	j := &job{id: "0123456789abcdef", done: done, state: StatusStopped, cancel: func() {},
+		run:   &Run{ID: "0123456789abcdef", History: []format.LossPoint{}},
+		stats: Stats{Step: 3, TokensPerS: math.Inf(1), MsPerStep: math.NaN(), ETA: math.Inf(-1), LR: 1e-3}}
+	ts.s.mu.Lock()
+	ts.s.job = j
+	ts.s.mu.Unlock()
+	c := ts.s.hub.subscribe()
+	defer ts.s.hub.unsubscribe(c)
+	var st JobState
+	ts.json("GET", "/api/job", nil, http.StatusOK, &st)
+	if st.Stats.Step != 3 || st.Stats.TokensPerS != 0 || st.Stats.MsPerStep != 0 || st.Stats.ETA != 0 || st.Stats.LR != 1e-3 {
+		t.Errorf("stats: %+v", st.Stats)
+	}
+	ts.s.hub.publish("state", j.snapshotState())
+	select {
+	case msg := <-c:
+		if !bytes.HasPrefix(msg, []byte("event: state\n")) {
+			t.Errorf("event %q", msg)
+		}
+	case <-time.After(time.Second):
+		t.Error("the state event with non-finite stats was dropped")
+	}
+	nan := math.NaN()
+	if p := cleanPoint(format.LossPoint{Step: 1, Train: &nan, Val: &nan}); p.Train != nil || p.Val != nil {
+		t.Errorf("cleanPoint kept NaN: %+v", p)
+	}
+}
+
+// Runs hold the user's corpora: folders are 0700 and files 0600.
+func TestFilePermissions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	ts := newTestServer(t, dir, nil)
+	mt, body := multipartStart(t, `{"preset":"custom","layers":1,"d_model":16,"ctx":16,"batch":2,"steps":2}`, bytes.Repeat([]byte("secret text "), 20))
+	status, b := ts.do("POST", "/api/runs", mt, body)
+	if status != http.StatusCreated {
+		t.Fatalf("start: %d %s", status, b)
+	}
+	var start StartResponse
+	json.Unmarshal(b, &start)
+	ts.waitJob(ended)
+	rd := filepath.Join(dir, "runs", start.Run.ID)
+	for path, want := range map[string]os.FileMode{
+		dir: 0o700, filepath.Join(dir, "runs"): 0o700, rd: 0o700, filepath.Join(dir, "token"): 0o600,
+		filepath.Join(rd, "run.json"): 0o600, filepath.Join(rd, "corpus.txt"): 0o600,
+	} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+		} else if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, info.Mode().Perm(), want)
+		}
+	}
+}
+
+// Once shutdown has begun, no training starts or continues.
+func TestNoTrainingAfterShutdown(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(3), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts.json("POST", "/api/runs", tinyRun(3), http.StatusServiceUnavailable, nil)
+	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 3}, http.StatusServiceUnavailable, nil)
+	if j := ts.s.activeJob(); j != nil {
+		t.Errorf("a job started after shutdown: %s", j.id)
+	}
+}
+
+// The history sent with a job's state is bounded, validation points included.
+func TestHistoryBounded(t *testing.T) {
+	v := 1.0
+	h := make([]format.LossPoint, 100_000)
+	for i := range h {
+		h[i] = format.LossPoint{Step: i + 1, Train: &v, Val: &v}
+	}
+	got := downsample(h, maxStatePoints)
+	if len(got) > maxStatePoints+maxStatePoints/4 || got[0].Step != 1 || got[len(got)-1].Step != len(h) {
+		t.Errorf("downsample of %d points: %d, from %d to %d", len(h), len(got), got[0].Step, got[len(got)-1].Step)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Step <= got[i-1].Step {
+			t.Fatalf("points out of order at %d", i)
+		}
+	}
+	done := make(chan struct{})
+	close(done)
+	j := &job{id: "0123456789abcdef", done: done, run: &Run{ID: "0123456789abcdef", History: h}}
+	if n := len(j.snapshotState().Run.History); n > maxStatePoints+maxStatePoints/4 {
+		t.Errorf("job state carries %d points", n)
+	}
+}
+
+// Saving the live run's record updates its "updated" time.
+func TestLiveRunUpdated(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	id := newID()
+	if err := ts.s.store.create(id); err != nil {
+		t.Fatal(err)
+	}
+	j := &job{id: id, done: make(chan struct{}), run: &Run{ID: id, History: []format.LossPoint{}}}
+	ts.s.saveRun(j)
+	first := j.run.Updated
+	if first.IsZero() {
+		t.Fatal("the live run's updated time was not set")
+	}
+	time.Sleep(5 * time.Millisecond)
+	ts.s.saveRun(j)
+	if !j.run.Updated.After(first) {
+		t.Errorf("updated stayed at %v", first)
+	}
+}
+
+// Waiting for a model that another request uses ends with the request.
+func TestAcquireCancellable(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	run := &Run{ID: "0123456789abcdef"}
+	l := &loaded{step: -1, sem: make(chan struct{}, 1)}
+	l.sem <- struct{}{} // a long generation holds it
+	ts.s.models.m[run.ID] = l
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ts.s.models.acquire(ctx, run)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("acquire: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("acquire kept waiting after its request ended")
+	}
+}
+
+// Small request fixes: an empty preset is the default one, a wrong method is a 405 with Allow,
+// and the built-in corpus cannot come with an uploaded one.
+func TestRequestFixes(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var plan Plan
+	ts.json("POST", "/api/plan", `{"steps":300}`, http.StatusOK, &plan)
+	ts.json("POST", "/api/plan", `null`, http.StatusOK, &plan)
+	ts.json("POST", "/api/plan", `{"layers":1,"d_model":16,"ctx":16}`, http.StatusOK, &plan)
+	if plan.Params == 0 {
+		t.Errorf("custom sizes without a preset: %+v", plan)
+	}
+
+	req, _ := http.NewRequest("PUT", ts.srv.URL+"/api/runs", nil)
+	req.Header.Set("X-TinyGPT-Token", ts.s.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD, POST" {
+		t.Errorf("PUT /api/runs: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	ts.json("GET", "/api/nothing", nil, http.StatusNotFound, nil)
+
+	mt, body := multipartStart(t, `{"preset":"custom","layers":1,"d_model":16,"ctx":16,"steps":2,"corpus":"builtin"}`, bytes.Repeat([]byte("text "), 20))
+	status, b := ts.do("POST", "/api/runs", mt, body)
+	if status != http.StatusBadRequest || !bytes.Contains(b, []byte("built-in")) {
+		t.Errorf("builtin with a corpus part: %d %s", status, b)
+	}
+	var list RunList
+	ts.json("GET", "/api/runs", nil, http.StatusOK, &list)
+	if len(list.Runs) != 0 {
+		t.Errorf("a refused start left %d runs", len(list.Runs))
+	}
+}
+
+// The processor's name comes from /proc/cpuinfo on x86 and ARM alike.
+func TestCPUInfoName(t *testing.T) {
+	for in, want := range map[string]string{
+		"processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n":                                                        "Intel(R) Xeon(R) CPU @ 2.20GHz",
+		"processor\t: 0\nBogoMIPS\t: 108.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n\nHardware\t: BCM2835\nModel\t: Raspberry Pi 4 Model B Rev 1.4\n": "Raspberry Pi 4 Model B Rev 1.4",
+		"processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n":                                                                "Arm (part 0xd0c)",
+		"processor\t: 0\n": "",
+	} {
+		if got := cpuInfoName(strings.NewReader(in)); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+	if m := cpuModel(); m == "" || m == "amd64" || m == "arm64" {
+		t.Errorf("cpuModel: %q", m)
+	}
+}
+
+// A stopped run keeps its latest live sample across a restart, and the run list shows it.
+func TestStoppedRunKeepsSample(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestServer(t, dir, nil)
+	var start StartResponse
+	a.json("POST", "/api/runs", tinyRun(maxSteps), http.StatusCreated, &start)
+	a.waitJob(func(st JobState) bool { return len(st.Samples) > 0 })
+	a.json("POST", "/api/job/stop", nil, http.StatusOK, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a.s.Shutdown(ctx)
+	b := newTestServer(t, dir, nil)
+	var list RunList
+	b.json("GET", "/api/runs", nil, http.StatusOK, &list)
+	if len(list.Runs) != 1 || list.Runs[0].Status != StatusStopped || list.Runs[0].Sample == "" || len(list.Runs[0].Sample) > maxListSample+len("…") {
+		t.Fatalf("after a restart: %+v", list.Runs)
+	}
+}
