@@ -80,21 +80,38 @@ func kernels() []microKernel {
 //go:noescape
 func gemm12x32AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
+//go:noescape
+func gemm12x16AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
+
 var useAVX512 = cpu.X86.HasAVX512F && useFMA
 
 // avx512Kernel wraps the AVX-512 kernel with the bounds checks that keep it memory-safe.
-var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
-	checkBlock(kc, 12, 32, a, rs, ks, b, bs, c, ldc, bias)
-	var pb *float32
-	if bias != nil {
-		pb = &bias[0]
+var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32,
+	fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+		checkBlock(kc, 12, 32, a, rs, ks, b, bs, c, ldc, bias)
+		gemm12x32AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
+	},
+	half: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+		checkBlock(kc, 12, 16, a, rs, ks, b, bs, c, ldc, bias)
+		gemm12x16AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
+	},
+}
+
+// flag is 1 for true and 0 for false, as the assembly kernels take it.
+func flag(b bool) int {
+	if b {
+		return 1
 	}
-	acc := 0
-	if accumulate {
-		acc = 1
+	return 0
+}
+
+// first returns a pointer to v[0], or nil for a nil slice.
+func first(v []float32) *float32 {
+	if v == nil {
+		return nil
 	}
-	gemm12x32AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, acc, pb)
-}}
+	return &v[0]
+}
 
 // expShift8, gelu8 and geluGrad8 are the vector elementwise kernels of elementwise_amd64.s; n
 // must be a positive multiple of 8.

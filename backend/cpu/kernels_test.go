@@ -223,7 +223,7 @@ func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
 
 func TestMatMulLayouts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}}
+	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}}
 	for _, be := range backends() {
 		for _, s := range shapes {
 			M, N, K := s[0], s[1], s[2]
@@ -691,7 +691,7 @@ func upload32(be *Backend, v []float32) backend.Tensor {
 func TestLinear(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, be := range backends() {
-		for _, s := range [][3]int{{1, 48, 48}, {7, 13, 5}, {100, 384, 96}, {37, 40, 300}} {
+		for _, s := range [][3]int{{1, 48, 48}, {7, 13, 5}, {100, 384, 96}, {37, 40, 300}, {24, 40, 48}} {
 			N, IC, OC := s[0], s[1], s[2]
 			in, w, b := round64(randVec(rng, N*IC, 1)), round64(randVec(rng, IC*OC, 1)), round64(randVec(rng, OC, 1))
 			want := matmul64(in, w, N, OC, IC, backend.NN)

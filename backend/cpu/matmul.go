@@ -34,6 +34,9 @@ type microKernel struct {
 	name   string
 	mr, nr int
 	fn     func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
+	// half, if not nil, is the same kernel for an mr×(nr/2) block, for the last columns of
+	// products whose width is an odd multiple of nr/2.
+	half func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
 }
 
 // checkBlock panics (with an index error) unless every element a micro-kernel of size mr×nr
@@ -312,13 +315,21 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 			if bb != nil {
 				bj = bb[jp:]
 			}
-			if cols := N - jp; cols < nr { // partial columns: through cpad
+			if cols := N - jp; cols < nr { // partial columns
+				fn := kern.fn
+				if kern.half != nil && cols <= nr/2 {
+					fn = kern.half
+				}
 				for ip := 0; ip < M; ip += mr {
 					ap, ars, aks := a[ip*rs+k0*ks:], rs, ks
 					if ip >= full {
 						ap, ars, aks = s.apad, kc, 1
 					}
-					kern.fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
+					if cols == nr/2 && ip < full && kern.half != nil { // straight into C
+						fn(kc, ap, ars, aks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
+						continue
+					}
+					fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
 					addBlock(c[ip*ldc+jp:], ldc, s.cpad, nr, min(mr, M-ip), cols, acc, bj)
 				}
 				continue
