@@ -519,10 +519,7 @@ func (t *crossEntropyTask) run(w, lo, hi int) {
 	V := t.V
 	for r := lo; r < hi; r++ {
 		x := t.logits[r*V : r*V+V]
-		mx := x[0]
-		for _, v := range x {
-			mx = max(mx, v)
-		}
+		mx := scaleMax(x, 1) // the maximum (x·1 = x exactly)
 		tgt := int(t.targets[r])
 		xt := x[tgt] // read before an in-place gradient overwrites it
 		// The exponentials go to the gradient row (then scaled by 1/sum), or to scratch.
@@ -535,10 +532,7 @@ func (t *crossEntropyTask) run(w, lo, hi int) {
 		copy(e, x)
 		sum := float64(expShift(e, mx))
 		if t.dlogits != nil {
-			k := float32(float64(t.scale) / sum)
-			for i := range e {
-				e[i] *= k
-			}
+			scaleMax(e, float32(float64(t.scale)/sum))
 			e[tgt] -= t.scale
 		}
 		t.losses[r] = float32(float64(mx) + math.Log(sum) - float64(xt))
