@@ -232,3 +232,18 @@ func lnBackDx(dx, x, dy, g []float32, mean, rstd, a, b float32) {
 	_, _, _ = x[n-1], dy[n-1], g[n-1]
 	lnBackDx8(&dx[0], &x[0], &dy[0], &g[0], n, mean, rstd, a, b)
 }
+
+//go:noescape
+func adamw8(p, grad, m, v *float32, n int, c *adamConsts)
+
+// adamVector runs the AdamW update on the longest prefix of whole 8-lane vectors and returns
+// its length (the caller does the rest).
+func adamVector(c *adamConsts, p, g, m, v []float32) int {
+	n := len(p) &^ 7
+	if !useFMA || n == 0 {
+		return 0
+	}
+	_, _, _ = g[n-1], m[n-1], v[n-1]
+	adamw8(&p[0], &g[0], &m[0], &v[0], n, c)
+	return n
+}

@@ -601,11 +601,19 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 	be.pool.Run(t, n, elemChunk, 12)
 }
 
+// adamConsts are the per-step constants of the AdamW update, laid out for the vector kernel.
+type adamConsts struct {
+	gscale, b1, omb1, b2, omb2, bc2sqrt, eps, stepSize, decay float32
+}
+
 func (t *adamTask) run(_, lo, hi int) {
 	h := t.h
 	p, g, m, v := t.p[lo:hi], t.g[lo:hi], t.m[lo:hi], t.v[lo:hi]
 	stepSize := h.LR / t.bc1
 	decay := 1 - h.LR*h.WeightDecay
+	c := adamConsts{t.gscale, h.Beta1, 1 - h.Beta1, h.Beta2, 1 - h.Beta2, t.bc2sqrt, h.Eps, stepSize, decay}
+	n := adamVector(&c, p, g, m, v)
+	p, g, m, v = p[n:], g[n:], m[n:], v[n:]
 	for i := range p {
 		gi := g[i] * t.gscale
 		mi := h.Beta1*m[i] + (1-h.Beta1)*gi
