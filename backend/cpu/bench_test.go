@@ -55,6 +55,7 @@ func BenchmarkMatMul(b *testing.B) {
 		{1024, 96, 96, backend.NN}, {1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT},
 		{96, 384, 1024, backend.TN}, {1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT},
 		{256, 256, 2048, backend.TN}, {2048, 256, 256, backend.NN}, {2048, 1024, 256, backend.NN},
+		{1536, 192, 192, backend.NT}, {192, 192, 1536, backend.TN},
 	}
 	for _, k := range kernels() {
 		for _, threads := range []int{1, 0} {

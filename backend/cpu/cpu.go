@@ -40,6 +40,7 @@ type Backend struct {
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
 	pb          packBTask
+	cp          copyTask
 	split       splitTask
 	splitBuf    []float32 // the slices of a product split along K
 	gv          gemvTask
@@ -106,11 +107,30 @@ func (be *Backend) Zero(t backend.Tensor, n int) {
 		clear(i32(t)[:n])
 		return
 	}
-	clear(f32(t)[:n])
+	be.cp = copyTask{dst: f32(t)[:n]}
+	be.pool.Run(&be.cp, tiles(n, copyChunk), 1, copyChunk/8)
 }
 
 // Copy implements backend.Backend.
-func (be *Backend) Copy(dst, src backend.Tensor, n int) { copy(f32(dst)[:n], f32(src)[:n]) }
+func (be *Backend) Copy(dst, src backend.Tensor, n int) {
+	be.cp = copyTask{dst: f32(dst)[:n], src: f32(src)[:n]}
+	be.pool.Run(&be.cp, tiles(n, copyChunk), 1, copyChunk/8)
+}
+
+// copyTask clears dst, or copies src into it, in chunks of copyChunk floats: the gradients of a
+// large model are tens of megabytes, cleared every step.
+type copyTask struct{ dst, src []float32 }
+
+const copyChunk = 1 << 16
+
+func (t *copyTask) run(_, lo, hi int) {
+	a, b := lo*copyChunk, min(hi*copyChunk, len(t.dst))
+	if t.src == nil {
+		clear(t.dst[a:b])
+		return
+	}
+	copy(t.dst[a:b], t.src[a:b])
+}
 
 // Release implements backend.Backend. Memory returns to the Go heap when unreferenced.
 func (be *Backend) Release(t backend.Tensor) {
