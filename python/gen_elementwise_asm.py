@@ -1,6 +1,47 @@
-import struct, math
-def bits(f): return struct.unpack('<I', struct.pack('<f', f))[0]
-tmin = 1/(1+7.5/2); tc, th = (1+tmin)/2, (1-tmin)/2
+"""Generates backend/cpu/elementwise_amd64.s: the vector exp, GELU and GELU' kernels (AVX2+FMA).
+
+    python3 python/gen_elementwise_asm.py          # rewrite the assembly file
+    python3 python/gen_elementwise_asm.py --fit    # refit the erfc polynomial (needs numpy)
+
+erfc(a) for a in [0, 7.5] is written as t*exp(-a^2 + P(u)) with t = 1/(1 + a/2) and
+u = (t - tc)/th mapping t's range to [-1, 1]; P is a degree-10 polynomial fitted by least
+squares at 4000 Chebyshev nodes to log(erfc(a)/t) + a^2 (the coefficients below, rounded to
+float32; --fit recomputes them and prints the worst relative error in float64).
+"""
+import math
+import struct
+import sys
+
+
+def bits(f):
+    return struct.unpack('<I', struct.pack('<f', f))[0]
+
+
+ZMAX = 7.5
+tmin = 1 / (1 + ZMAX / 2)
+tc, th = (1 + tmin) / 2, (1 - tmin) / 2
+
+
+def fit(deg=10, nodes=4000):
+    import numpy as np
+    k = np.arange(nodes)
+    u = np.cos(np.pi * (k + 0.5) / nodes)
+    t = tc + th * u
+    z = 2 / t - 2
+    f = np.array([math.log(math.erfc(a) / b) + a * a for a, b in zip(z, t)])
+    c = np.polynomial.polynomial.polyfit(u, f, deg)
+    a = np.linspace(0, ZMAX, 100001)
+    tt = 1 / (1 + a / 2)
+    approx = tt * np.exp(-a * a + np.polynomial.polynomial.polyval((tt - tc) / th, c))
+    exact = np.array([math.erfc(v) for v in a])
+    print("coefficients (float32):", [float(np.float32(v)) for v in c])
+    print("worst relative error in float64: %.2g" % np.max(np.abs(approx / exact - 1)))
+
+
+if "--fit" in sys.argv:
+    fit()
+    sys.exit()
+
 P = [-5.2853990e-01,  5.4162866e-01,  9.9440720e-03, -2.5158577e-02,
        -6.6222259e-05,  2.7406178e-03, -3.3828799e-04, -3.2599794e-04,
         1.0416572e-04,  2.6744638e-05, -1.5281510e-05]
@@ -25,7 +66,7 @@ L('// (error < 6e-9), and 2^n built in the exponent bits.')
 L('//')
 L('// GELU(x) = x·Φ(x) with Φ(x) = erfc(−x/√2)/2. For a = |x|/√2 (clamped to 7.5, where erfc is')
 L('// 3e-26), erfc(a) = t·exp(−a² + P(u)), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],')
-L('// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (python/fit_erfc.py;')
+L('// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (gen_elementwise_asm.py;')
 L('// relative error 2e-9 in float64, about 1e-7 as evaluated here, −a² + P formed by one FMA).')
 L('// Φ is erfc(a)/2 for x < 0 and 1 − erfc(a)/2 otherwise.')
 L('')
@@ -116,12 +157,10 @@ def erfc_half(x, q, t, a, e, n, tmp, grad=False):
         s += [f'	VFNMADD231PS {a}, {a}, {e} // P − a²']
         s += expb(e, n, tmp)
         s += [f'	VMULPS {t}, {e}, {q}', f'	VMULPS {C("HALF")}, {q}, {q} // erfc(a)/2']
-    else:
-        # q := exp(P) ; e := exp(-hi-lo)
-        s += [f'	VMOVUPS {e}, {q}']
-        s += expb(q, n, t+'X')  # placeholder
+    # With grad, the caller goes on from P(u) in e, a in a and t in t.
     return s
-# For simplicity write gelu and grad separately by hand below.
+
+
 L('// func gelu8(out, x *float32, n int)')
 L('//')
 L('// out[i] = GELU(x[i]) for i < n, n a positive multiple of 8. out may be x.')
@@ -157,9 +196,7 @@ L('	MOVQ n+24(FP), CX')
 L('gradloop:')
 L('	VMOVUPS (SI), Y0 // x')
 g = erfc_half('Y0','Y1','Y2','Y3','Y4','Y5','Y6', grad=True)
-# take up to the 'VMOVUPS e, q' line
-idx = [i for i,l in enumerate(g) if l.startswith('	VMOVUPS Y4, Y1')][0]
-out.extend(g[:idx])
+out.extend(g)
 # now: Y4 = P(u), Y6 = hi, Y3 = lo, Y2 = t
 L('	VXORPS Y6, Y6, Y6')
 L('	VFNMADD213PS Y6, Y3, Y3 // −a²')
@@ -197,7 +234,7 @@ L('	MOVQ x+16(FP), SI')
 L('	MOVQ n+24(FP), CX')
 L('bothloop:')
 L('	VMOVUPS (SI), Y0 // x')
-out.extend(g[:idx])
+out.extend(g)
 L('	VXORPS Y6, Y6, Y6')
 L('	VFNMADD213PS Y6, Y3, Y3 // −a²')
 out.extend(expb('Y4','Y5','Y6'))

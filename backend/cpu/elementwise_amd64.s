@@ -9,7 +9,7 @@
 //
 // GELU(x) = x·Φ(x) with Φ(x) = erfc(−x/√2)/2. For a = |x|/√2 (clamped to 7.5, where erfc is
 // 3e-26), erfc(a) = t·exp(−a² + P(u)), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],
-// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (python/fit_erfc.py;
+// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (gen_elementwise_asm.py;
 // relative error 2e-9 in float64, about 1e-7 as evaluated here, −a² + P formed by one FMA).
 // Φ is erfc(a)/2 for x < 0 and 1 − erfc(a)/2 otherwise.
 
