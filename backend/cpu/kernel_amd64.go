@@ -247,3 +247,25 @@ func adamVector(c *adamConsts, p, g, m, v []float32) int {
 	adamw8(&p[0], &g[0], &m[0], &v[0], n, c)
 	return n
 }
+
+//go:noescape
+func gemv64FMA(y, a, b *float32, k, bs int)
+
+// gemvRows adds Σ_k a[k]·b[k·bs : k·bs+len(y)] into y, 64 columns at a time in registers
+// where the CPU allows, then the rest by axpy; the sums run in ascending k either way.
+func gemvRows(y, a, b []float32, bs int) {
+	n64 := len(y) &^ 63
+	if useFMA && n64 > 0 && len(a) > 0 {
+		_ = b[(len(a)-1)*bs+n64-1]
+		for j := 0; j < n64; j += 64 {
+			gemv64FMA(&y[j], &a[0], &b[j], len(a), bs)
+		}
+	} else {
+		n64 = 0
+	}
+	if n64 < len(y) {
+		for k, ak := range a {
+			axpy(y[n64:], ak, b[k*bs+n64:k*bs+len(y)])
+		}
+	}
+}

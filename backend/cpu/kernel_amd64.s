@@ -206,3 +206,48 @@ axpy8:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func gemv64FMA(y, a, b *float32, k, bs int)
+//
+// y[0:64] += Σ_i a[i]·b[i·bs : i·bs+64] for i < k (k ≥ 1), the 64 sums kept in eight YMM
+// registers across all k and accumulated by fused multiply-adds in ascending i: one row of a
+// matrix product (decoding one token) without a call per row of B.
+TEXT ·gemv64FMA(SB), NOSPLIT, $0-40
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ k+24(FP), CX
+	MOVQ bs+32(FP), R8
+	SHLQ $2, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+gemvloop:
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS (DX), Y8, Y0
+	VFMADD231PS 32(DX), Y8, Y1
+	VFMADD231PS 64(DX), Y8, Y2
+	VFMADD231PS 96(DX), Y8, Y3
+	VFMADD231PS 128(DX), Y8, Y4
+	VFMADD231PS 160(DX), Y8, Y5
+	VFMADD231PS 192(DX), Y8, Y6
+	VFMADD231PS 224(DX), Y8, Y7
+	ADDQ $4, SI
+	ADDQ R8, DX
+	DECQ CX
+	JNZ gemvloop
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET

@@ -41,3 +41,10 @@ func lnBackDx(_, _, _, _ []float32, _, _, _, _ float32) { panic("no vector Layer
 
 // adamVector runs the AdamW update on a prefix of vectors; there are none here.
 func adamVector(*adamConsts, []float32, []float32, []float32, []float32) int { return 0 }
+
+// gemvRows adds Σ_k a[k]·b[k·bs : k·bs+len(y)] into y.
+func gemvRows(y, a, b []float32, bs int) {
+	for k, ak := range a {
+		axpy(y, ak, b[k*bs:k*bs+len(y)])
+	}
+}

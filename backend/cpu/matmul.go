@@ -399,7 +399,7 @@ type gemvTask struct {
 	accumulate    bool
 }
 
-const gemvCols = 64
+const gemvCols = 128
 
 // gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
 // contiguous when M is 1).
@@ -424,9 +424,7 @@ func (t *gemvTask) run(_, lo, hi int) {
 		if !t.accumulate {
 			clear(y)
 		}
-		for k, ak := range t.a {
-			axpy(y, ak, t.b[k*t.N+j0:k*t.N+j1])
-		}
+		gemvRows(y, t.a, t.b[j0:], t.N)
 	}
 	if t.bias != nil {
 		for j, v := range t.bias[j0:j1] {
