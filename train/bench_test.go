@@ -1,6 +1,7 @@
 package train
 
 import (
+	"os"
 	"testing"
 
 	"tinygpt/backend/cpu"
@@ -42,13 +43,20 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 }
 
-// BenchmarkDecode times KV-cached generation of a window of tokens at the small preset.
+// BenchmarkDecode times KV-cached generation of a window of tokens at the small preset (or
+// the one in TINYGPT_DECODE_PRESET).
 func BenchmarkDecode(b *testing.B) {
-	p, _ := gpt.PresetByName("small")
+	name := "small"
+	if env := os.Getenv("TINYGPT_DECODE_PRESET"); env != "" {
+		name = env
+	}
+	p, _ := gpt.PresetByName(name)
 	m, _ := gpt.New(cpu.New(), p.Config)
 	m.SetWeights(gpt.InitWeights(p.Config, 1))
 	g := m.NewGenerator()
+	g.Reset([]int32{'\n'})
 	b.ReportAllocs()
+	b.ResetTimer()
 	tokens := 0
 	for i := 0; i < b.N; i++ {
 		logits, _ := g.Reset([]int32{'\n'})
