@@ -29,6 +29,7 @@ type attentionTask struct {
 	dq, dk, dv, dout  []float32
 	T, C, NH, hs      int
 	ldS, ldH          int // row strides of the score and the head-copy buffers
+	unit              int // columns the micro-kernel reads of B at a time (NR, or NR/2)
 	scale             float32
 	scratch           []attnScratch // per worker
 }
@@ -45,7 +46,11 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 	t := &be.attn
 	nr := be.kern.nr
 	t.be, t.mode, t.T, t.C, t.NH, t.hs = be, mode, T, C, NH, C/NH
-	t.ldS, t.ldH = roundUp(T, nr), roundUp(C/NH, nr)
+	t.unit = nr // the micro-kernel's width: B operands are read this many columns at a time
+	if be.kern.half != nil {
+		t.unit = nr / 2
+	}
+	t.ldS, t.ldH = roundUp(T, nr), roundUp(C/NH, t.unit)
 	t.scale = float32(1 / math.Sqrt(float64(C/NH)))
 	if len(t.scratch) != be.pool.workers {
 		t.scratch = make([]attnScratch, be.pool.workers)
@@ -125,10 +130,10 @@ func (t *attentionTask) row(x []float32, r, h int) []float32 {
 }
 
 // head returns the head-h columns of rows [base, base+T) of x as a matrix and its row stride:
-// x itself when the head width is a whole number of micro-kernel panels, else a copy in buf
+// x itself when the head width is a whole number of the micro-kernel's units, else a copy in buf
 // [T, ldH] whose padding columns are zero (the micro-kernel reads B a whole panel wide).
 func (t *attentionTask) head(buf, x []float32, base, h int) ([]float32, int) {
-	if t.hs%t.be.kern.nr == 0 {
+	if t.hs%t.unit == 0 {
 		return x[base*t.C+h*t.hs:], t.C
 	}
 	for i := range t.T {

@@ -444,7 +444,8 @@ func TestDropout(t *testing.T) {
 func TestAttention(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	be := New()
-	for _, s := range [][4]int{{2, 5, 8, 2}, {1, 7, 12, 3}, {3, 1, 4, 1}} {
+	// Head sizes 16 and 32 are read in place (whole micro-kernel units); T = 50 spans two row blocks.
+	for _, s := range [][4]int{{2, 5, 8, 2}, {1, 7, 12, 3}, {3, 1, 4, 1}, {1, 50, 32, 2}, {1, 20, 64, 2}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		q, k, v := round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1))
 		qt, kt, vt := upload(be, q), upload(be, k), upload(be, v)
