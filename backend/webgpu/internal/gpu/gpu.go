@@ -1,0 +1,503 @@
+// Package gpu is the small layer between the webgpu backend and the WebGPU binding
+// (github.com/gogpu/wgpu): one device and its queue, storage buffers, compute kernels compiled
+// from WGSL, a command stream that records dispatches and copies and submits them at once, and
+// blocking readback with a time limit. Everything the backend needs from the binding goes
+// through this package, so the binding can be swapped by rewriting only this file.
+//
+// Errors are sticky: the first failure (no adapter, out of memory, a lost device, a readback
+// that does not finish in time) is kept in Device.Err, and every later call does nothing and
+// returns it, so a caller that checks at its own pace never works on a broken device.
+package gpu
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"time"
+
+	"github.com/gogpu/gputypes"
+	"github.com/gogpu/wgpu"
+)
+
+// ErrNoAdapter is returned by Open when no GPU adapter is available.
+var ErrNoAdapter = errors.New("no WebGPU adapter (no Vulkan, Metal or DX12 device found)")
+
+// ReadTimeout bounds how long a readback waits for the GPU before the device is declared
+// lost. Work is submitted in steps of one training step at most, so a healthy device answers
+// far sooner.
+var ReadTimeout = 5 * time.Minute
+
+// paramSlot is the byte size of one dispatch's parameter block in the parameter arena: a
+// multiple of every device's uniform offset alignment (at most 256 by the WebGPU spec).
+const paramSlot = 256
+
+// paramSlots is how many dispatches one submit can hold before the stream is flushed.
+const paramSlots = 4096
+
+// MaxParams is the number of 32-bit parameter words a kernel can receive.
+const MaxParams = 16
+
+// Info describes an adapter.
+type Info struct {
+	Name       string
+	Vendor     string
+	DeviceType string // "DiscreteGPU", "IntegratedGPU", "CPU", ...
+	Backend    string // "Vulkan", "Metal", ...
+	Software   bool   // a CPU implementation such as lavapipe or SwiftShader
+}
+
+// Limits are the device limits the backend plans around.
+type Limits struct {
+	MaxBufferSize        uint64 // bytes in one buffer
+	MaxBindingSize       uint64 // bytes of one storage binding
+	MaxWorkgroupStorage  uint32 // bytes of workgroup memory
+	MaxInvocations       uint32 // invocations per workgroup
+	MaxWorkgroupsPerDim  uint32 // workgroups in each dimension of one dispatch
+	StorageOffsetAlign   uint32 // bytes; binding offsets must be multiples
+	MaxStorageBuffersPer uint32 // storage buffers per shader stage
+}
+
+// Device is an open GPU device with one command stream.
+type Device struct {
+	inst    *wgpu.Instance
+	adapter *wgpu.Adapter
+	dev     *wgpu.Device
+	queue   *wgpu.Queue
+	info    Info
+	limits  Limits
+	err     error
+
+	params     *wgpu.Buffer // the parameter arena: one uniform slot per dispatch of a submit
+	paramBytes []byte       // host copy of the slots used by the pending stream
+	nparams    int
+
+	enc  *wgpu.CommandEncoder
+	pass *wgpu.ComputePassEncoder
+
+	readback *wgpu.Buffer // staging buffer for Read, grown on demand
+
+	groups map[groupKey]*wgpu.BindGroup
+}
+
+func init() {
+	// The binding logs resource-lifetime warnings (buffers left to the garbage collector) at
+	// Warn; a command-line tool shows its user only real errors.
+	wgpu.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+// Open finds the highest-performance adapter and opens a device on it with the adapter's own
+// limits (not WebGPU's defaults), so large tensors fit where the hardware allows.
+func Open() (d *Device, err error) {
+	defer func() {
+		// The binding loads the system's Vulkan library through its own FFI; a missing or broken
+		// driver must be an error, not a crash.
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("opening WebGPU: %v", r)
+		}
+	}()
+	inst, err := wgpu.CreateInstance(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
+	}
+	ad, err := inst.RequestAdapter(&wgpu.RequestAdapterOptions{PowerPreference: wgpu.PowerPreferenceHighPerformance})
+	if err != nil || ad == nil {
+		inst.Release()
+		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
+	}
+	al := ad.Limits()
+	dev, err := ad.RequestDevice(&wgpu.DeviceDescriptor{Label: "tinygpt", RequiredLimits: al})
+	if err != nil {
+		ad.Release()
+		inst.Release()
+		return nil, fmt.Errorf("opening a WebGPU device on %s: %w", ad.Info().Name, err)
+	}
+	ai := ad.Info()
+	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{}}
+	d.info = Info{Name: ai.Name, Vendor: ai.Vendor, DeviceType: fmt.Sprint(ai.DeviceType), Backend: fmt.Sprint(ai.Backend),
+		Software: ai.DeviceType == gputypes.DeviceTypeCPU}
+	l := dev.Limits()
+	d.limits = Limits{MaxBufferSize: l.MaxBufferSize, MaxBindingSize: l.MaxStorageBufferBindingSize,
+		MaxWorkgroupStorage: l.MaxComputeWorkgroupStorageSize, MaxInvocations: l.MaxComputeInvocationsPerWorkgroup,
+		MaxWorkgroupsPerDim: l.MaxComputeWorkgroupsPerDimension, StorageOffsetAlign: l.MinStorageBufferOffsetAlignment,
+		MaxStorageBuffersPer: l.MaxStorageBuffersPerShaderStage}
+	if l.MinUniformBufferOffsetAlignment > paramSlot || l.MinStorageBufferOffsetAlignment > 256 {
+		d.Close()
+		return nil, fmt.Errorf("WebGPU device %s needs buffer offsets aligned to %d/%d bytes; at most 256 is supported",
+			ai.Name, l.MinUniformBufferOffsetAlignment, l.MinStorageBufferOffsetAlignment)
+	}
+	d.params, err = dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "params", Size: paramSlot * paramSlots,
+		Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("allocating the kernel parameter buffer: %w", err)
+	}
+	d.paramBytes = make([]byte, 0, paramSlot*paramSlots)
+	return d, nil
+}
+
+// Info describes the device's adapter.
+func (d *Device) Info() Info { return d.info }
+
+// Limits returns the device's limits.
+func (d *Device) Limits() Limits { return d.limits }
+
+// Err returns the first error the device met, or nil.
+func (d *Device) Err() error { return d.err }
+
+func (d *Device) fail(err error) error {
+	if d.err == nil {
+		d.err = err
+	}
+	return d.err
+}
+
+// Close releases the device. Buffers and kernels made on it must not be used afterwards.
+func (d *Device) Close() {
+	if d.pass != nil {
+		_ = d.pass.End()
+		d.pass = nil
+	}
+	if d.enc != nil {
+		d.enc.DiscardEncoding()
+		d.enc = nil
+	}
+	for k, g := range d.groups {
+		g.Release()
+		delete(d.groups, k)
+	}
+	if d.readback != nil {
+		d.readback.Release()
+	}
+	if d.params != nil {
+		d.params.Release()
+	}
+	if d.dev != nil {
+		d.dev.Release()
+	}
+	if d.adapter != nil {
+		d.adapter.Release()
+	}
+	if d.inst != nil {
+		d.inst.Release()
+	}
+	*d = Device{err: errors.New("gpu: device closed")}
+}
+
+// Buffer is a storage buffer on the device.
+type Buffer struct {
+	b    *wgpu.Buffer
+	size uint64
+}
+
+// Size reports the buffer's size in bytes.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// NewBuffer allocates a zero-filled storage buffer of at least n bytes (rounded up to 16).
+func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	size := max(16, (n+15)/16*16)
+	if size > d.limits.MaxBufferSize {
+		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's limit of %d bytes (%s)", size, d.limits.MaxBufferSize, d.info.Name)
+	}
+	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size,
+		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d bytes on %s (out of GPU memory?): %w", size, d.info.Name, err)
+	}
+	return &Buffer{b: b, size: size}, nil
+}
+
+// Release frees b once pending work that uses it is done.
+func (d *Device) Release(b *Buffer) {
+	if b == nil || b.b == nil {
+		return
+	}
+	for k, g := range d.groups {
+		for _, e := range k.binds[:k.n] {
+			if e.Buf == b {
+				g.Release()
+				delete(d.groups, k)
+				break
+			}
+		}
+	}
+	b.b.Release()
+	b.b = nil
+}
+
+// Write copies data into b at byte offset off. It is ordered after every command recorded
+// so far (the pending stream is submitted first).
+func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
+	if d.err != nil {
+		return d.err
+	}
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	if err := d.queue.WriteBuffer(b.b, off, data); err != nil {
+		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
+	}
+	return nil
+}
+
+// Read copies len(dst) bytes of b from byte offset off into dst after all recorded work has
+// run. off and len(dst) must be multiples of 4.
+func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
+	if d.err != nil {
+		return d.err
+	}
+	n := uint64(len(dst))
+	if n == 0 {
+		return d.Flush()
+	}
+	size := (n + 15) / 16 * 16
+	if d.readback == nil || d.readback.Size() < size {
+		if d.readback != nil {
+			d.readback.Release()
+		}
+		rb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "readback", Size: max(size, 1<<16),
+			Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst})
+		if err != nil {
+			return d.fail(fmt.Errorf("allocating a %d-byte readback buffer: %w", size, err))
+		}
+		d.readback = rb
+	}
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	d.endPass()
+	d.enc.CopyBufferToBuffer(b.b, off, d.readback, 0, (n+3)/4*4)
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ReadTimeout)
+	defer cancel()
+	if err := d.readback.Map(ctx, wgpu.MapModeRead, 0, size); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
+		}
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	rng, err := d.readback.MappedRange(0, size)
+	if err != nil {
+		_ = d.readback.Unmap()
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	copy(dst, rng.Bytes())
+	rng.Release()
+	if err := d.readback.Unmap(); err != nil {
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	return nil
+}
+
+// Copy records a copy of n bytes from src at srcOff to dst at dstOff. Offsets and n must be
+// multiples of 4.
+func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n uint64) error {
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	d.endPass()
+	d.enc.CopyBufferToBuffer(src.b, srcOff, dst.b, dstOff, n)
+	return nil
+}
+
+// Kernel is a compiled compute pipeline whose bindings are a uniform parameter block at
+// @binding(0) and storage buffers at @binding(1..Buffers) of @group(0).
+type Kernel struct {
+	Name    string
+	Buffers int
+	pipe    *wgpu.ComputePipeline
+	layout  *wgpu.BindGroupLayout
+}
+
+// NewKernel compiles entry point entry of the WGSL source src. The shader's parameter block is
+// a uniform at @group(0) @binding(0) and its nbuf storage buffers (all read_write) follow at
+// bindings 1..nbuf.
+func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: name, WGSL: src})
+	if err != nil {
+		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
+	}
+	defer mod.Release()
+	entries := []wgpu.BindGroupLayoutEntry{{Binding: 0, Visibility: wgpu.ShaderStageCompute,
+		Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeUniform, MinBindingSize: paramSlot}}}
+	for i := 1; i <= nbuf; i++ {
+		entries = append(entries, wgpu.BindGroupLayoutEntry{Binding: uint32(i), Visibility: wgpu.ShaderStageCompute,
+			Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeStorage}})
+	}
+	bgl, err := d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: name, Entries: entries})
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: bind group layout: %w", name, err)
+	}
+	pl, err := d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: name, BindGroupLayouts: []*wgpu.BindGroupLayout{bgl}})
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: pipeline layout: %w", name, err)
+	}
+	defer pl.Release()
+	pipe, err := d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{Label: name, Layout: pl, Module: mod,
+		EntryPoint: entry})
+	if err != nil {
+		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
+	}
+	return &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl}, nil
+}
+
+// Binding is a byte range of a buffer bound to a kernel; Size 0 means to the end.
+type Binding struct {
+	Buf       *Buffer
+	Off, Size uint64
+}
+
+const maxBinds = 8
+
+// groupKey identifies a bind group: the kernel, its parameter slot and its buffers. A
+// training step records the same dispatches in the same order every time, so its bind groups
+// are made in the first step and found in the cache afterwards. (Parameter slots are bound
+// at fixed offsets because the binding's Vulkan path does not honour dynamic offsets.)
+type groupKey struct {
+	k     *Kernel
+	slot  int
+	n     int
+	binds [maxBinds]Binding
+}
+
+// Dispatch records one run of k over x×y×z workgroups with the given parameter words and
+// storage bindings (in binding order 1..).
+func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z int) error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(binds) != k.Buffers || len(binds) > maxBinds || len(params) > MaxParams {
+		return d.fail(fmt.Errorf("kernel %s: %d bindings and %d parameters, want %d and at most %d", k.Name, len(binds), len(params), k.Buffers, MaxParams))
+	}
+	if x == 0 || y == 0 || z == 0 {
+		return nil
+	}
+	lim := int(d.limits.MaxWorkgroupsPerDim)
+	if x > lim || y > lim || z > lim {
+		return d.fail(fmt.Errorf("kernel %s: %d×%d×%d workgroups exceed the device's %d per dimension", k.Name, x, y, z, lim))
+	}
+	if d.nparams == paramSlots {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
+	slot := d.nparams
+	key := groupKey{k: k, slot: slot, n: len(binds)}
+	for i, b := range binds {
+		if b.Buf == nil || b.Buf.b == nil {
+			return d.fail(fmt.Errorf("kernel %s: binding %d uses a released buffer", k.Name, i+1))
+		}
+		if b.Size == 0 {
+			b.Size = b.Buf.size - b.Off
+		}
+		if b.Size > d.limits.MaxBindingSize {
+			return d.fail(fmt.Errorf("kernel %s: a binding of %d bytes exceeds the device's limit of %d", k.Name, b.Size, d.limits.MaxBindingSize))
+		}
+		key.binds[i] = b
+	}
+	g := d.groups[key]
+	if g == nil {
+		entries := make([]wgpu.BindGroupEntry, 0, len(binds)+1)
+		entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: d.params, Offset: uint64(slot * paramSlot), Size: paramSlot})
+		for i, b := range key.binds[:key.n] {
+			entries = append(entries, wgpu.BindGroupEntry{Binding: uint32(i + 1), Buffer: b.Buf.b, Offset: b.Off, Size: b.Size})
+		}
+		var err error
+		g, err = d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Label: k.Name, Layout: k.layout, Entries: entries})
+		if err != nil {
+			return d.fail(fmt.Errorf("kernel %s: bind group: %w", k.Name, err))
+		}
+		d.groups[key] = g
+	}
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	if d.pass == nil {
+		p, err := d.enc.BeginComputePass(nil)
+		if err != nil {
+			return d.fail(fmt.Errorf("beginning a compute pass: %w", err))
+		}
+		d.pass = p
+	}
+	d.nparams++
+	var block [paramSlot]byte
+	for i, v := range params {
+		binary.LittleEndian.PutUint32(block[4*i:], v)
+	}
+	d.paramBytes = append(d.paramBytes, block[:]...)
+	d.pass.SetPipeline(k.pipe)
+	d.pass.SetBindGroup(0, g, nil)
+	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
+	return nil
+}
+
+func (d *Device) encoder() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.enc != nil {
+		return nil
+	}
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return d.fail(fmt.Errorf("creating a command encoder: %w", err))
+	}
+	d.enc = enc
+	return nil
+}
+
+func (d *Device) endPass() {
+	if d.pass != nil {
+		if err := d.pass.End(); err != nil {
+			d.fail(fmt.Errorf("ending a compute pass: %w", err))
+		}
+		d.pass = nil
+	}
+}
+
+// Pending reports how many dispatches are recorded and not yet submitted.
+func (d *Device) Pending() int { return d.nparams }
+
+// Flush submits everything recorded so far as one command buffer, without waiting for it.
+func (d *Device) Flush() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.enc == nil {
+		return nil
+	}
+	d.endPass()
+	if len(d.paramBytes) > 0 {
+		if err := d.queue.WriteBuffer(d.params, 0, d.paramBytes); err != nil {
+			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
+		}
+	}
+	cb, err := d.enc.Finish()
+	d.enc = nil
+	d.paramBytes = d.paramBytes[:0]
+	d.nparams = 0
+	if err != nil {
+		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
+	}
+	if _, err := d.queue.Submit(cb); err != nil {
+		if errors.Is(err, wgpu.ErrDeviceLost) {
+			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
+		}
+		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
+	}
+	return nil
+}
+
+// F32 returns the bit pattern of f, for a parameter word.
+func F32(f float32) uint32 { return math.Float32bits(f) }
