@@ -393,3 +393,30 @@ func TestZeroCopySlice(t *testing.T) {
 		}
 	}
 }
+
+// Alloc must return zeros even where the device reuses the memory of a released tensor.
+func TestAllocIsZeroAfterRelease(t *testing.T) {
+	g := openGPU(t)
+	const n = 1000
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	for range 5 {
+		x := g.Alloc(n)
+		g.Upload(x, nan)
+		g.Release(x)
+		y := g.Alloc(n)
+		got := make([]float32, n)
+		g.Download(got, y, 0)
+		for i, v := range got {
+			if v != 0 {
+				t.Fatalf("element %d of a new tensor is %v, want 0", i, v)
+			}
+		}
+		g.Release(y)
+	}
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

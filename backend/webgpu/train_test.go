@@ -1,6 +1,7 @@
 package webgpu
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -34,6 +35,9 @@ func runSteps(t *testing.T, tr *train.Trainer, n int) []train.StepResult {
 	for range n {
 		r, err := tr.TrainStep()
 		if err != nil {
+			if g, ok := tr.Model.Backend().(*Backend); ok && g.Err() != nil {
+				err = fmt.Errorf("%w (backend: %v)", err, g.Err())
+			}
 			t.Fatalf("step %d on %s: %v", tr.Step()+1, tr.Model.Backend().Name(), err)
 		}
 		out = append(out, r)

@@ -26,7 +26,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	topK := fs.Int("top-k", 40, "sample only among the k most likely bytes (0: all)")
 	topP := fs.Float64("top-p", 1, "sample only among the most likely bytes whose probabilities add up to p (1: all)")
 	seed := fs.Int64("seed", 0, "random seed (default: from the clock)")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -48,11 +48,12 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if !set["seed"] {
 		s = uint64(time.Now().UnixNano())
 	}
-	be, err := openBackend(*backendName)
+	f, err := format.ReadFile(*modelPath)
 	if err != nil {
 		return err
 	}
-	f, err := format.ReadFile(*modelPath)
+	// Generation is one token at a time: a pass is the forward third of a training token's work.
+	be, err := openBackend(*backendName, fileConfig(f).FLOPsPerToken()/3, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -87,10 +88,15 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	return nil
 }
 
+// fileConfig returns the model shape a file's header gives.
+func fileConfig(f *format.File) gpt.Config {
+	fc := f.Header.Config
+	return gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}
+}
+
 // modelFromFile builds a model on be from a decoded file.
 func modelFromFile(be backend.Backend, f *format.File, batch int) (*gpt.Model, error) {
-	fc := f.Header.Config
-	c := gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}
+	c := fileConfig(f)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

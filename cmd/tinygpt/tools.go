@@ -27,7 +27,7 @@ corpus stored in the model file.`)
 	glob := fs.String("glob", "", "with a directory --data, only files matching this pattern")
 	split := fs.String("split", "val", "which part of the corpus: val, train or all")
 	batch := fs.Int("batch", 16, "windows per forward pass")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ corpus stored in the model file.`)
 	} else {
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
-	be, err := openBackend(*backendName)
+	be, err := openBackend(*backendName, fileConfig(f).FLOPsPerToken()/3*float64(*batch*f.Header.Config.Ctx), e.stderr)
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	steps := fs.Int("steps", 10, "timed steps per preset")
 	warmup := fs.Int("warmup", 2, "untimed warm-up steps per preset")
 	asJSON := fs.Bool("json", false, "print one JSON object per preset")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -282,7 +282,12 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			list = append(list, p)
 		}
 	}
-	be, err := openBackend(*backendName)
+	// auto decides for the largest preset of the list.
+	var work float64
+	for _, p := range list {
+		work = max(work, p.Config.FLOPsPerToken()*float64(p.Batch*p.Config.Ctx))
+	}
+	be, err := openBackend(*backendName, work, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -296,7 +301,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	for _, p := range list {
 		r, err := train.Bench(be, p, *warmup, *steps)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.Name, err)
+			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err))
 		}
 		if *asJSON {
 			if err := enc.Encode(r); err != nil {

@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/gogpu/gputypes"
@@ -81,6 +83,9 @@ type Device struct {
 	readback *wgpu.Buffer // staging buffer for Read, grown on demand
 
 	groups map[groupKey]*wgpu.BindGroup
+	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
+	nextID uint64
+	dead   *deadList
 }
 
 func init() {
@@ -116,7 +121,8 @@ func Open() (d *Device, err error) {
 		return nil, fmt.Errorf("opening a WebGPU device on %s: %w", ad.Info().Name, err)
 	}
 	ai := ad.Info()
-	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{}}
+	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{},
+		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}}
 	d.info = Info{Name: ai.Name, Vendor: ai.Vendor, DeviceType: fmt.Sprint(ai.DeviceType), Backend: fmt.Sprint(ai.Backend),
 		Software: ai.DeviceType == gputypes.DeviceTypeCPU}
 	l := dev.Limits()
@@ -169,6 +175,10 @@ func (d *Device) Close() {
 		g.Release()
 		delete(d.groups, k)
 	}
+	for id, b := range d.bufs {
+		b.Release()
+		delete(d.bufs, id)
+	}
 	if d.readback != nil {
 		d.readback.Release()
 	}
@@ -187,10 +197,15 @@ func (d *Device) Close() {
 	*d = Device{err: errors.New("gpu: device closed")}
 }
 
-// Buffer is a storage buffer on the device.
+// Buffer is a handle to a storage buffer on the device. The device keeps the buffer itself,
+// keyed by the handle's id, so that its caches (bind groups) never keep a handle alive: a
+// handle the program drops is noticed by the garbage collector, and its buffer and the bind
+// groups that use it are released at the device's next call (see collect). Release frees a
+// buffer at once.
 type Buffer struct {
-	b    *wgpu.Buffer
-	size uint64
+	id      uint64
+	size    uint64
+	cleanup runtime.Cleanup
 }
 
 // Size reports the buffer's size in bytes.
@@ -201,34 +216,94 @@ func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	d.collect()
 	size := max(16, (n+15)/16*16)
 	if size > d.limits.MaxBufferSize {
 		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's limit of %d bytes (%s)", size, d.limits.MaxBufferSize, d.info.Name)
 	}
-	b, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size,
+	wb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size,
 		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
 	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes on %s (out of GPU memory?): %w", size, d.info.Name, err)
 	}
-	return &Buffer{b: b, size: size}, nil
+	// The binding reuses freed device memory without clearing it; clear it in the stream.
+	if err := d.encoder(); err != nil {
+		wb.Release()
+		return nil, err
+	}
+	d.endPass()
+	d.enc.ClearBuffer(wb, 0, size)
+	d.nextID++
+	b := &Buffer{id: d.nextID, size: size}
+	d.bufs[b.id] = wb
+	dead := d.dead
+	b.cleanup = runtime.AddCleanup(b, func(id uint64) {
+		dead.mu.Lock()
+		dead.ids = append(dead.ids, id)
+		dead.mu.Unlock()
+	}, b.id)
+	return b, nil
 }
 
-// Release frees b once pending work that uses it is done.
-func (d *Device) Release(b *Buffer) {
-	if b == nil || b.b == nil {
+// deadList collects the ids of buffers whose handles the garbage collector found unreachable.
+type deadList struct {
+	mu  sync.Mutex
+	ids []uint64
+}
+
+// collect releases the buffers of dropped or released handles. The binding refuses to submit
+// commands that use a released buffer, so this runs only while nothing is recorded; submitted
+// work keeps its buffers alive until it has run.
+func (d *Device) collect() {
+	if d.enc != nil {
+		return
+	}
+	d.dead.mu.Lock()
+	ids := d.dead.ids
+	d.dead.ids = nil
+	d.dead.mu.Unlock()
+	for _, id := range ids {
+		d.free(id)
+	}
+}
+
+// free releases buffer id and the bind groups that use it.
+func (d *Device) free(id uint64) {
+	wb := d.bufs[id]
+	if wb == nil {
 		return
 	}
 	for k, g := range d.groups {
 		for _, e := range k.binds[:k.n] {
-			if e.Buf == b {
+			if e.id == id {
 				g.Release()
 				delete(d.groups, k)
 				break
 			}
 		}
 	}
-	b.b.Release()
-	b.b = nil
+	wb.Release()
+	delete(d.bufs, id)
+}
+
+// Release frees b after the work recorded so far. Using b afterwards is an error.
+func (d *Device) Release(b *Buffer) {
+	if b == nil || d.bufs == nil {
+		return
+	}
+	b.cleanup.Stop()
+	d.dead.mu.Lock()
+	d.dead.ids = append(d.dead.ids, b.id)
+	d.dead.mu.Unlock()
+	d.collect()
+}
+
+// buffer returns the device buffer behind b, or nil if it was released.
+func (d *Device) buffer(b *Buffer) *wgpu.Buffer {
+	if b == nil {
+		return nil
+	}
+	return d.bufs[b.id]
 }
 
 // Write copies data into b at byte offset off. It is ordered after every command recorded
@@ -240,7 +315,11 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if err := d.Flush(); err != nil {
 		return err
 	}
-	if err := d.queue.WriteBuffer(b.b, off, data); err != nil {
+	wb := d.buffer(b)
+	if wb == nil {
+		return d.fail(errors.New("writing to a released buffer"))
+	}
+	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
 		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
 	}
 	return nil
@@ -257,6 +336,10 @@ func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
 		return d.Flush()
 	}
 	size := (n + 15) / 16 * 16
+	src := d.buffer(b)
+	if src == nil {
+		return d.fail(errors.New("reading a released buffer"))
+	}
 	if d.readback == nil || d.readback.Size() < size {
 		if d.readback != nil {
 			d.readback.Release()
@@ -272,7 +355,7 @@ func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
 		return err
 	}
 	d.endPass()
-	d.enc.CopyBufferToBuffer(b.b, off, d.readback, 0, (n+3)/4*4)
+	d.enc.CopyBufferToBuffer(src, off, d.readback, 0, (n+3)/4*4)
 	if err := d.Flush(); err != nil {
 		return err
 	}
@@ -303,8 +386,12 @@ func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n 
 	if err := d.encoder(); err != nil {
 		return err
 	}
+	wd, ws := d.buffer(dst), d.buffer(src)
+	if wd == nil || ws == nil {
+		return d.fail(errors.New("copying with a released buffer"))
+	}
 	d.endPass()
-	d.enc.CopyBufferToBuffer(src.b, srcOff, dst.b, dstOff, n)
+	d.enc.CopyBufferToBuffer(ws, srcOff, wd, dstOff, n)
 	return nil
 }
 
@@ -368,7 +455,12 @@ type groupKey struct {
 	k     *Kernel
 	slot  int
 	n     int
-	binds [maxBinds]Binding
+	binds [maxBinds]boundRange
+}
+
+// boundRange is a Binding by buffer id, so that the cache holds no Buffer handle.
+type boundRange struct {
+	id, off, size uint64
 }
 
 // Dispatch records one run of k over x×y×z workgroups with the given parameter words and
@@ -392,10 +484,12 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 			return err
 		}
 	}
+	d.collect()
 	slot := d.nparams
 	key := groupKey{k: k, slot: slot, n: len(binds)}
+	var wbs [maxBinds]*wgpu.Buffer
 	for i, b := range binds {
-		if b.Buf == nil || b.Buf.b == nil {
+		if wbs[i] = d.buffer(b.Buf); wbs[i] == nil {
 			return d.fail(fmt.Errorf("kernel %s: binding %d uses a released buffer", k.Name, i+1))
 		}
 		if b.Size == 0 {
@@ -404,14 +498,14 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 		if b.Size > d.limits.MaxBindingSize {
 			return d.fail(fmt.Errorf("kernel %s: a binding of %d bytes exceeds the device's limit of %d", k.Name, b.Size, d.limits.MaxBindingSize))
 		}
-		key.binds[i] = b
+		key.binds[i] = boundRange{b.Buf.id, b.Off, b.Size}
 	}
 	g := d.groups[key]
 	if g == nil {
 		entries := make([]wgpu.BindGroupEntry, 0, len(binds)+1)
 		entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: d.params, Offset: uint64(slot * paramSlot), Size: paramSlot})
 		for i, b := range key.binds[:key.n] {
-			entries = append(entries, wgpu.BindGroupEntry{Binding: uint32(i + 1), Buffer: b.Buf.b, Offset: b.Off, Size: b.Size})
+			entries = append(entries, wgpu.BindGroupEntry{Binding: uint32(i + 1), Buffer: wbs[i], Offset: b.off, Size: b.size})
 		}
 		var err error
 		g, err = d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Label: k.Name, Layout: k.layout, Entries: entries})
@@ -496,6 +590,7 @@ func (d *Device) Flush() error {
 		}
 		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
 	}
+	d.collect()
 	return nil
 }
 
