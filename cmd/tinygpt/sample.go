@@ -57,6 +57,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be)
 	m, err := modelFromFile(be, f, 1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)

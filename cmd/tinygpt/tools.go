@@ -55,6 +55,7 @@ corpus stored in the model file.`)
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be)
 	m, err := modelFromFile(be, f, *batch)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
@@ -291,6 +292,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be)
 	// Rows are printed as each preset finishes, so the columns have fixed widths.
 	const row = "%-9s %12s %10s %10s %10s %9s\n"
 	if !*asJSON {

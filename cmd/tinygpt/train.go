@@ -72,6 +72,13 @@ func openBackend(name string, work float64, w io.Writer) (backend.Backend, error
 	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, webgpu, auto)", name)
 }
 
+// closeBackend releases a backend's device, if it holds one.
+func closeBackend(be backend.Backend) {
+	if c, ok := be.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
 // backendFailure returns the backend's own error (a lost GPU device, out of GPU memory) when it
 // has one, since it explains a failure better than its symptom (such as a NaN loss), and err
 // otherwise.
@@ -133,6 +140,11 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		be, err = openBackend(*backendName, c.FLOPsPerToken()*float64(batch*c.Ctx), e.stderr)
 		return err
 	}
+	defer func() {
+		if be != nil {
+			closeBackend(be)
+		}
+	}()
 
 	var corpus *data.Corpus
 	if set["data"] || set["glob"] {

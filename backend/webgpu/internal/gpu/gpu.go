@@ -86,6 +86,8 @@ type Device struct {
 	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
 	nextID uint64
 	dead   *deadList
+
+	kernels []*Kernel
 }
 
 func init() {
@@ -178,6 +180,10 @@ func (d *Device) Close() {
 	for id, b := range d.bufs {
 		b.Release()
 		delete(d.bufs, id)
+	}
+	for _, k := range d.kernels {
+		k.pipe.Release()
+		k.layout.Release()
 	}
 	if d.readback != nil {
 		d.readback.Release()
@@ -436,7 +442,9 @@ func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
 	}
-	return &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl}, nil
+	k := &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl}
+	d.kernels = append(d.kernels, k)
+	return k, nil
 }
 
 // Binding is a byte range of a buffer bound to a kernel; Size 0 means to the end.
