@@ -40,6 +40,10 @@ const paramSlot = 256
 // paramSlots is how many dispatches one submit can hold before the stream is flushed.
 const paramSlots = 4096
 
+// uploadArena is the byte size of the upload arena (a batch of tokens and targets is a few
+// tens of kilobytes).
+const uploadArena = 4 << 20
+
 // MaxParams is the number of 32-bit parameter words a kernel can receive.
 const MaxParams = 16
 
@@ -81,6 +85,11 @@ type Device struct {
 	pass *wgpu.ComputePassEncoder
 
 	readback *wgpu.Buffer // staging buffer for Read, grown on demand
+
+	upload  *wgpu.Buffer // the upload arena: data written while commands are pending
+	upBytes []byte       // its contents for the pending stream
+
+	copyRoles map[uint64]uint8 // buffer id → copySrc or copyDst in the pending stream
 
 	groups map[groupKey]*wgpu.BindGroup
 	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
@@ -124,7 +133,7 @@ func Open() (d *Device, err error) {
 	}
 	ai := ad.Info()
 	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{},
-		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}}
+		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}, copyRoles: map[uint64]uint8{}}
 	d.info = Info{Name: ai.Name, Vendor: ai.Vendor, DeviceType: fmt.Sprint(ai.DeviceType), Backend: fmt.Sprint(ai.Backend),
 		Software: ai.DeviceType == gputypes.DeviceTypeCPU}
 	l := dev.Limits()
@@ -144,6 +153,12 @@ func Open() (d *Device, err error) {
 		return nil, fmt.Errorf("allocating the kernel parameter buffer: %w", err)
 	}
 	d.paramBytes = make([]byte, 0, paramSlot*paramSlots)
+	d.upload, err = dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "uploads", Size: uploadArena,
+		Usage: wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("allocating the upload buffer: %w", err)
+	}
 	return d, nil
 }
 
@@ -187,6 +202,9 @@ func (d *Device) Close() {
 	}
 	if d.readback != nil {
 		d.readback.Release()
+	}
+	if d.upload != nil {
+		d.upload.Release()
 	}
 	if d.params != nil {
 		d.params.Release()
@@ -242,6 +260,7 @@ func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
 	d.nextID++
 	b := &Buffer{id: d.nextID, size: size}
 	d.bufs[b.id] = wb
+	d.copyRole(b, copyDst)
 	dead := d.dead
 	b.cleanup = runtime.AddCleanup(b, func(id uint64) {
 		dead.mu.Lock()
@@ -312,18 +331,29 @@ func (d *Device) buffer(b *Buffer) *wgpu.Buffer {
 	return d.bufs[b.id]
 }
 
-// Write copies data into b at byte offset off. It is ordered after every command recorded
-// so far (the pending stream is submitted first).
+// Write copies data (a multiple of 4 bytes) into b at byte offset off, ordered after every
+// command recorded so far. While commands are pending, small writes go through the upload
+// arena and a copy in the stream, so they do not force a submit; otherwise the queue writes
+// the buffer before the next submit.
 func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if err := d.Flush(); err != nil {
-		return err
-	}
 	wb := d.buffer(b)
 	if wb == nil {
 		return d.fail(errors.New("writing to a released buffer"))
+	}
+	if d.enc != nil {
+		at := uint64(len(d.upBytes))
+		if at+uint64(len(data)) <= uploadArena && d.copyRole(b, copyDst) {
+			d.upBytes = append(d.upBytes, data...)
+			d.endPass()
+			d.enc.CopyBufferToBuffer(d.upload, at, wb, off, uint64(len(data)))
+			return nil
+		}
+		if err := d.Flush(); err != nil {
+			return err
+		}
 	}
 	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
 		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
@@ -345,6 +375,11 @@ func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
 	src := d.buffer(b)
 	if src == nil {
 		return d.fail(errors.New("reading a released buffer"))
+	}
+	if !d.copyRole(b, copySrc) {
+		if err := d.Flush(); err != nil {
+			return err
+		}
 	}
 	if d.readback == nil || d.readback.Size() < size {
 		if d.readback != nil {
@@ -395,6 +430,16 @@ func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n 
 	wd, ws := d.buffer(dst), d.buffer(src)
 	if wd == nil || ws == nil {
 		return d.fail(errors.New("copying with a released buffer"))
+	}
+	if !d.copyRole(dst, copyDst) || !d.copyRole(src, copySrc) {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+		if err := d.encoder(); err != nil {
+			return err
+		}
+		d.copyRole(dst, copyDst)
+		d.copyRole(src, copySrc)
 	}
 	d.endPass()
 	d.enc.CopyBufferToBuffer(ws, srcOff, wd, dstOff, n)
@@ -544,6 +589,24 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	return nil
 }
 
+// Copy roles of a buffer within one command encoder. The binding tracks the copies of a whole
+// encoder as one usage scope and rejects a buffer that is both the source and the destination
+// of copies in it, so a copy that would do that starts a new submit.
+const (
+	copySrc = 1
+	copyDst = 2
+)
+
+// copyRole records that b takes part in a copy of the pending stream in role, and reports
+// false (recording nothing) if b already has the other role there.
+func (d *Device) copyRole(b *Buffer, role uint8) bool {
+	if r := d.copyRoles[b.id]; r != 0 && r != role {
+		return false
+	}
+	d.copyRoles[b.id] = role
+	return true
+}
+
 func (d *Device) encoder() error {
 	if d.err != nil {
 		return d.err
@@ -585,8 +648,15 @@ func (d *Device) Flush() error {
 			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
 		}
 	}
+	if len(d.upBytes) > 0 {
+		if err := d.queue.WriteBuffer(d.upload, 0, d.upBytes); err != nil {
+			return d.fail(fmt.Errorf("writing uploads: %w", err))
+		}
+		d.upBytes = d.upBytes[:0]
+	}
 	cb, err := d.enc.Finish()
 	d.enc = nil
+	clear(d.copyRoles)
 	d.paramBytes = d.paramBytes[:0]
 	d.nparams = 0
 	if err != nil {
