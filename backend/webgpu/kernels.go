@@ -51,7 +51,7 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 	be.run(be.kernel("layernorm", "backward_input", 6, 0), []uint32{uint32(N), uint32(C)},
 		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout)}, x, y)
 	be.run(be.kernel("layernorm", "backward_params", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+63)/64, 1)
+		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+15)/16, 1)
 }
 
 // MatMul implements backend.Backend.
@@ -73,7 +73,7 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	d := ten(dout)
 	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(dbias), d, d, d, d, d}, (C+63)/64, 1)
+		[]*tensor{ten(dbias), d, d, d, d, d}, (C+15)/16, 1)
 }
 
 // GELU implements backend.Backend.

@@ -1,7 +1,7 @@
 // LayerNorm over rows of width C (eps 1e-5, biased variance) and its backward pass. Forward
 // and the input gradient use one workgroup of 64 threads per row with tree reductions in
-// workgroup memory; the parameter gradients (and the bias gradient of a linear layer) use one
-// thread per column summing the rows in order.
+// workgroup memory; the parameter gradients (and the bias gradient of a linear layer) are
+// column sums over the rows.
 
 struct Params {
     N: u32,
@@ -95,35 +95,62 @@ fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups)
     }
 }
 
-// dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c]
-@compute @workgroup_size(64)
-fn backward_params(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = id.x;
-    if (c >= prm.C) {
-        return;
+// Column sums: a workgroup of 16×16 threads owns 16 adjacent columns; thread (x, y) sums rows
+// y, y+16, y+32, ... of column x (16 consecutive columns are read together), then the 16
+// partial sums of each column are added as a tree. The order is fixed, so results repeat.
+var<workgroup> colA: array<f32, 256>;
+var<workgroup> colB: array<f32, 256>;
+
+fn reduceColumns(lid: vec3<u32>) {
+    workgroupBarrier();
+    for (var s = 8u; s > 0u; s >>= 1u) {
+        if (lid.y < s) {
+            let i = lid.y * 16u + lid.x;
+            colA[i] += colA[i + s * 16u];
+            colB[i] += colB[i + s * 16u];
+        }
+        workgroupBarrier();
     }
+}
+
+// dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c]
+@compute @workgroup_size(16, 16)
+fn backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let C = prm.C;
+    let c = wg.x * 16u + lid.x;
     var sg = 0.0;
     var sb = 0.0;
-    for (var r = 0u; r < prm.N; r++) {
-        let dy = bd[r * C + c];
-        sg += dy * (inp[r * C + c] - mean[r]) * rstd[r];
-        sb += dy;
+    if (c < C) {
+        for (var r = lid.y; r < prm.N; r += 16u) {
+            let dy = bd[r * C + c];
+            sg += dy * (inp[r * C + c] - mean[r]) * rstd[r];
+            sb += dy;
+        }
     }
-    out[c] += sg;
-    g[c] += sb;
+    colA[lid.y * 16u + lid.x] = sg;
+    colB[lid.y * 16u + lid.x] = sb;
+    reduceColumns(lid);
+    if (lid.y == 0u && c < C) {
+        out[c] += colA[lid.x];
+        g[c] += colB[lid.x];
+    }
 }
 
 // db[c] += Σ_r dout[r,c] (a linear layer's bias gradient; binding 1 is db, 6 is dout).
-@compute @workgroup_size(64)
-fn bias_backward(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = id.x;
-    if (c >= prm.C) {
-        return;
-    }
+@compute @workgroup_size(16, 16)
+fn bias_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let C = prm.C;
+    let c = wg.x * 16u + lid.x;
     var s = 0.0;
-    for (var r = 0u; r < prm.N; r++) {
-        s += bd[r * prm.C + c];
+    if (c < C) {
+        for (var r = lid.y; r < prm.N; r += 16u) {
+            s += bd[r * C + c];
+        }
     }
-    out[c] += s;
+    colA[lid.y * 16u + lid.x] = s;
+    colB[lid.y * 16u + lid.x] = 0.0;
+    reduceColumns(lid);
+    if (lid.y == 0u && c < C) {
+        out[c] += colA[lid.x];
+    }
 }
