@@ -51,7 +51,8 @@ corpus stored in the model file.`)
 	} else {
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
-	be, err := openBackend(*backendName, fileConfig(f).FLOPsPerToken()/3*float64(*batch*f.Header.Config.Ctx), e.stderr)
+	c := fileConfig(f)
+	be, err := openBackend(*backendName, modelLoad(c, *batch*c.Ctx, c.FLOPsPerToken()/3), e.stderr)
 	if err != nil {
 		return err
 	}
@@ -283,10 +284,11 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			list = append(list, p)
 		}
 	}
-	// auto decides for the largest preset of the list.
-	var work float64
+	// auto decides by the largest preset of the list; a preset too large for the GPU's
+	// buffers fails on its own row.
+	var work workload
 	for _, p := range list {
-		work = max(work, p.Config.FLOPsPerToken()*float64(p.Batch*p.Config.Ctx))
+		work.flops = max(work.flops, trainLoad(p.Config, p.Batch).flops)
 	}
 	be, err := openBackend(*backendName, work, e.stderr)
 	if err != nil {

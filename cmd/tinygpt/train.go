@@ -33,11 +33,30 @@ const backendHelp = "compute backend: cpu, webgpu (the GPU, through Vulkan or Me
 // MFLOP; a training step of the tiny preset about 200).
 const autoGPUWork = 50e6
 
-// openBackend returns the named compute backend for passes of about work floating-point
-// operations each (0 if unknown). With "auto" it picks the GPU when a hardware adapter exists
-// and the work is large enough to gain, falls back to the CPU otherwise, and says on w which it
-// chose and why.
-func openBackend(name string, work float64, w io.Writer) (backend.Backend, error) {
+// workload describes the passes a command will run, for choosing and checking a backend.
+type workload struct {
+	flops   float64 // floating-point operations of one pass (0: unknown)
+	largest int64   // bytes of the largest tensor the model allocates (0: unknown)
+}
+
+// modelLoad is the workload of passes over tokens positions (B·T) of a model of shape c, with
+// flopsPerToken operations per position.
+func modelLoad(c gpt.Config, tokens int, flopsPerToken float64) workload {
+	_, flat := gpt.ParamTable(c)
+	n := int64(tokens)
+	largest := max(int64(flat), n*gpt.Vocab, n*int64(c.DMlp)) * 4
+	return workload{flops: flopsPerToken * float64(tokens), largest: largest}
+}
+
+// trainLoad is the workload of training steps of batch sequences.
+func trainLoad(c gpt.Config, batch int) workload {
+	return modelLoad(c, batch*c.Ctx, c.FLOPsPerToken())
+}
+
+// openBackend returns the named compute backend for work. With "auto" it picks the GPU when a
+// hardware adapter exists, the model's tensors fit its buffers and a pass is large enough to
+// gain; it falls back to the CPU otherwise, and says on w which it chose and why.
+func openBackend(name string, work workload, w io.Writer) (backend.Backend, error) {
 	switch name {
 	case "cpu":
 		return cpu.New(), nil
@@ -46,10 +65,14 @@ func openBackend(name string, work float64, w io.Writer) (backend.Backend, error
 		if err != nil {
 			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
 		}
+		if err := fits(be, work); err != nil {
+			be.Close()
+			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
+		}
 		return be, nil
 	case "auto", "":
-		if work > 0 && work < autoGPUWork {
-			fmt.Fprintf(w, "backend auto: cpu (a pass is only %.3g MFLOP; at this size kernel launches on a GPU would cost more than they gain)\n", work/1e6)
+		if work.flops > 0 && work.flops < autoGPUWork {
+			fmt.Fprintf(w, "backend auto: cpu (a pass is only %.3g MFLOP; at this size kernel launches on a GPU would cost more than they gain)\n", work.flops/1e6)
 			return cpu.New(), nil
 		}
 		be, err := webgpu.New()
@@ -62,14 +85,27 @@ func openBackend(name string, work float64, w io.Writer) (backend.Backend, error
 			be.Close()
 			return cpu.New(), nil
 		}
+		if err := fits(be, work); err != nil {
+			fmt.Fprintf(w, "backend auto: cpu (%s: %v)\n", be.Describe(), err)
+			be.Close()
+			return cpu.New(), nil
+		}
 		why := "a GPU adapter is available"
-		if work > 0 {
-			why = fmt.Sprintf("a GPU adapter is available and a pass is %.3g MFLOP", work/1e6)
+		if work.flops > 0 {
+			why = fmt.Sprintf("a GPU adapter is available and a pass is %.3g MFLOP", work.flops/1e6)
 		}
 		fmt.Fprintf(w, "backend auto: %s (%s)\n", be.Describe(), why)
 		return be, nil
 	}
 	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, webgpu, auto)", name)
+}
+
+// fits checks that the largest tensor of work fits in one buffer of the GPU.
+func fits(be *webgpu.Backend, work workload) error {
+	if lim := be.Limits().MaxBufferSize; work.largest > 0 && uint64(work.largest) > lim {
+		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
+	}
+	return nil
 }
 
 // closeBackend releases a backend's device, if it holds one.
@@ -137,7 +173,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	var be backend.Backend
 	open := func(c gpt.Config, batch int) error {
 		var err error
-		be, err = openBackend(*backendName, c.FLOPsPerToken()*float64(batch*c.Ctx), e.stderr)
+		be, err = openBackend(*backendName, trainLoad(c, batch), e.stderr)
 		return err
 	}
 	defer func() {
