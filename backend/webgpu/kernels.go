@@ -54,14 +54,29 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+15)/16, 1)
 }
 
+// bigTiles is the number of 128×128 output tiles from which MatMul uses the 8×8 register
+// blocked kernel: with fewer, the 64×64 kernel's four times as many workgroups keep more of
+// the GPU busy.
+const bigTiles = 64
+
 // MatMul implements backend.Backend.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
+	big := ((M+127)/128)*((N+127)/128) >= bigTiles
+	be.matmul(c, a, b, M, N, K, l, accumulate, big)
+}
+
+// matmul records C = op(A)·op(B) with the 64×64-tile kernel or, if big, the 128×128 one.
+func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate, big bool) {
 	acc := uint32(0)
 	if accumulate {
 		acc = 1
 	}
-	be.run(be.kernel("matmul", "main", 3, uint32(l)), []uint32{uint32(M), uint32(N), uint32(K), acc},
-		[]*tensor{ten(c), ten(a), ten(b)}, (N+63)/64, (M+63)/64)
+	entry, tile := "main", 64
+	if big {
+		entry, tile = "main8", 128
+	}
+	be.run(be.kernel("matmul", entry, 3, uint32(l)), []uint32{uint32(M), uint32(N), uint32(K), acc},
+		[]*tensor{ten(c), ten(a), ten(b)}, (N+tile-1)/tile, (M+tile-1)/tile)
 }
 
 // AddBias implements backend.Backend.

@@ -117,3 +117,80 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
     }
 }
+
+// main8 is the same product with 128×128 tiles of C per workgroup and an 8×8 register block per
+// thread (rows ty + 16·r, columns tx + 16·c): four times the arithmetic per element loaded from
+// workgroup memory, for shapes large enough to fill the GPU with such tiles. The inner dimension
+// advances in blocks of 8.
+const TILE8: u32 = 128u;
+const BK8: u32 = 8u;
+
+var<workgroup> tileA8: array<f32, 1024>; // [BK8][TILE8]
+var<workgroup> tileB8: array<f32, 1024>; // [BK8][TILE8]
+
+@compute @workgroup_size(16, 16)
+fn main8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let row0 = wg.y * TILE8;
+    let col0 = wg.x * TILE8;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<f32, 64>;
+    for (var i = 0u; i < 64u; i++) {
+        acc[i] = 0.0;
+    }
+    for (var k0 = 0u; k0 < p.K; k0 += BK8) {
+        for (var e = 0u; e < 4u; e++) {
+            let idx = tid + e * 256u;
+            var i: u32;
+            var k: u32;
+            if (LAYOUT == 2u) { // A is [K, M]: consecutive i
+                i = idx % TILE8;
+                k = idx / TILE8;
+            } else { // A is [M, K]: consecutive k
+                k = idx % BK8;
+                i = idx / BK8;
+            }
+            tileA8[k * TILE8 + i] = loadA(row0 + i, k0 + k);
+            var j: u32;
+            var kb: u32;
+            if (LAYOUT == 1u) { // B is [N, K]: consecutive k
+                kb = idx % BK8;
+                j = idx / BK8;
+            } else { // B is [K, N]: consecutive j
+                j = idx % TILE8;
+                kb = idx / TILE8;
+            }
+            tileB8[kb * TILE8 + j] = loadB(k0 + kb, col0 + j);
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < BK8; k++) {
+            var av: array<f32, 8>;
+            var bv: array<f32, 8>;
+            for (var r = 0u; r < 8u; r++) {
+                av[r] = tileA8[k * TILE8 + lid.y + 16u * r];
+                bv[r] = tileB8[k * TILE8 + lid.x + 16u * r];
+            }
+            for (var r = 0u; r < 8u; r++) {
+                for (var q = 0u; q < 8u; q++) {
+                    acc[r * 8u + q] = fma(av[r], bv[q], acc[r * 8u + q]);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var r = 0u; r < 8u; r++) {
+        let i = row0 + lid.y + 16u * r;
+        if (i >= p.M) {
+            continue;
+        }
+        for (var q = 0u; q < 8u; q++) {
+            let j = col0 + lid.x + 16u * q;
+            if (j < p.N) {
+                var v = acc[r * 8u + q];
+                if (p.accumulate != 0u) {
+                    v += c[i * p.N + j];
+                }
+                c[i * p.N + j] = v;
+            }
+        }
+    }
+}
