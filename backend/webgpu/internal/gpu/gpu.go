@@ -91,6 +91,9 @@ type Device struct {
 
 	copyRoles map[uint64]uint8 // buffer id → copySrc or copyDst in the pending stream
 
+	graveBufs   []*wgpu.Buffer // freed, released after the next submit
+	graveGroups []*wgpu.BindGroup
+
 	groups map[groupKey]*wgpu.BindGroup
 	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
 	nextID uint64
@@ -196,6 +199,7 @@ func (d *Device) Close() {
 		b.Release()
 		delete(d.bufs, id)
 	}
+	d.bury()
 	for _, k := range d.kernels {
 		k.pipe.Release()
 		k.layout.Release()
@@ -292,7 +296,9 @@ func (d *Device) collect() {
 	}
 }
 
-// free releases buffer id and the bind groups that use it.
+// free drops buffer id and the bind groups that use it from the device's tables. They are
+// released after the next submit, so that no command buffer can see them released before it
+// is submitted (the binding rejects such a submit).
 func (d *Device) free(id uint64) {
 	wb := d.bufs[id]
 	if wb == nil {
@@ -301,14 +307,27 @@ func (d *Device) free(id uint64) {
 	for k, g := range d.groups {
 		for _, e := range k.binds[:k.n] {
 			if e.id == id {
-				g.Release()
+				d.graveGroups = append(d.graveGroups, g)
 				delete(d.groups, k)
 				break
 			}
 		}
 	}
-	wb.Release()
+	d.graveBufs = append(d.graveBufs, wb)
 	delete(d.bufs, id)
+}
+
+// bury releases what free dropped before the last submit.
+func (d *Device) bury() {
+	for _, g := range d.graveGroups {
+		g.Release()
+	}
+	for _, b := range d.graveBufs {
+		b.Release()
+	}
+	clear(d.graveGroups)
+	clear(d.graveBufs)
+	d.graveGroups, d.graveBufs = d.graveGroups[:0], d.graveBufs[:0]
 }
 
 // Release frees b after the work recorded so far. Using b afterwards is an error.
@@ -668,6 +687,7 @@ func (d *Device) Flush() error {
 		}
 		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
 	}
+	d.bury()
 	d.collect()
 	return nil
 }
