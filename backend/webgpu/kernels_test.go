@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -423,5 +424,31 @@ func TestAllocIsZeroAfterRelease(t *testing.T) {
 	}
 	if err := g.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A tensor larger than the device allows is an error kept by the backend, not a panic: later
+// kernels do nothing and downloads read NaN, so a training loop stops at a non-finite loss and
+// the command reports Err.
+func TestOutOfMemoryIsAnError(t *testing.T) {
+	openGPU(t) // skips without an adapter
+	be, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	small := be.Alloc(10)
+	huge := be.Alloc(int(be.Limits().MaxBufferSize/4) + 1024)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "exceeds the device's limit") {
+		t.Fatalf("Err after an oversized Alloc: %v", err)
+	}
+	be.Zero(huge, 10)
+	be.GELU(small, small, 10)
+	got := make([]float32, 3)
+	be.Download(got, small, 0)
+	for _, v := range got {
+		if v == v {
+			t.Fatalf("download after a failure read %v, want NaN", got)
+		}
 	}
 }
