@@ -214,9 +214,18 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 		return
 	}
 	part := be.scratchTensor("sumsq", chunks)
-	xs := ten(x)
-	gx, gy := be.grid(chunks)
-	be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(n)}, []*tensor{part, xs, xs, xs, xs}, gx, gy)
+	// Window by window (see Backend.window); each window's chunks write their partial sums at
+	// their global chunk index, so the result does not depend on the window size.
+	x0 := ten(x)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		xs := x0.view(o, w)
+		c := (w + sumsqChunk - 1) / sumsqChunk
+		pw := part.view(o/sumsqChunk, c)
+		gx, gy := be.grid(c)
+		be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, xs, xs, xs}, gx, gy)
+	}
+	part = part.view(0, chunks)
 	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, part, part, part}, 1, 1)
 }
 

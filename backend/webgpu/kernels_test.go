@@ -452,3 +452,34 @@ func TestOutOfMemoryIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// Whole-tensor kernels (Zero, Copy, SumSquares) split tensors longer than the device's binding
+// limit into windows. With the window forced down to its smallest size, a tensor of several
+// windows plus a ragged end must give the same results as in one piece.
+func TestWindows(t *testing.T) {
+	e := newEnv(t, 11)
+	saved := e.g.window
+	defer func() { e.g.window = saved }()
+	n := 2*windowAlign + 12345
+	x := e.in(e.randn(n, 1))
+	want := e.in([]float32{0.25})
+	e.g.SumSquares(want.g, x.g, n) // in one piece
+	e.g.window = windowAlign
+	got := e.in([]float32{0.25})
+	e.g.SumSquares(got.g, x.g, n)
+	cpuBE.SumSquares(got.c, x.c, n)
+	e.check("sum of squares in windows", got, 1e-5)
+	gw, gg := make([]float32, 1), make([]float32, 1)
+	e.g.Download(gw, want.g, 0)
+	e.g.Download(gg, got.g, 0)
+	if gw[0] != gg[0] {
+		t.Errorf("sum of squares in windows %v, in one piece %v: the order changed", gg[0], gw[0])
+	}
+	y := e.out(n)
+	e.g.Copy(y.g, x.g, n)
+	cpuBE.Copy(y.c, x.c, n)
+	e.check("copy in windows", y, 0)
+	e.g.Zero(e.g.Slice(y.g, 64, n-100), n-100)
+	cpuBE.Zero(cpuBE.Slice(y.c, 64, n-100), n-100)
+	e.check("zero in windows", y, 0)
+}

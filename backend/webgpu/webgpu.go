@@ -41,6 +41,11 @@ type tensor struct {
 
 func (t *tensor) Len() int { return t.n }
 
+// view returns elements [off, off+n) of t.
+func (t *tensor) view(off, n int) *tensor {
+	return &tensor{buf: t.buf, off: t.off + off, n: n, isInt: t.isInt}
+}
+
 func (t *tensor) bind() gpu.Binding {
 	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
 }
@@ -52,7 +57,16 @@ type Backend struct {
 	scratch map[string]*tensor // partial sums, attention's D
 	err     error
 	hostBuf []byte
+
+	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds
+	// at once: the device's binding limit, in whole multiples of windowAlign. Longer tensors
+	// (a large model's flat weights and gradients) are processed window by window.
+	window int
 }
+
+// windowAlign is the granularity of windows: a whole number of SumSquares chunks whose partial
+// sums start at a 256-byte aligned offset (64 chunks of 4096 elements, 1 MB).
+const windowAlign = 64 * sumsqChunk
 
 // New opens the highest-performance GPU adapter. It returns an error wrapping ErrNoAdapter when
 // there is none.
@@ -61,7 +75,9 @@ func New() (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{dev: dev, kernels: map[string]*gpu.Kernel{}, scratch: map[string]*tensor{}}, nil
+	be := &Backend{dev: dev, kernels: map[string]*gpu.Kernel{}, scratch: map[string]*tensor{}}
+	be.window = max(windowAlign, int(dev.Limits().MaxBindingSize/4)/windowAlign*windowAlign)
+	return be, nil
 }
 
 // Close releases the device. The backend and its tensors must not be used afterwards.
@@ -267,12 +283,22 @@ func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
 
 // Zero implements backend.Backend.
 func (be *Backend) Zero(t backend.Tensor, n int) {
-	be.elementwise("zero", []uint32{uint32(n)}, ten(t), ten(t), ten(t), n)
+	x := ten(t)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		xw := x.view(o, w)
+		be.elementwise("zero", []uint32{uint32(w)}, xw, xw, xw, w)
+	}
 }
 
 // Copy implements backend.Backend.
 func (be *Backend) Copy(dst, src backend.Tensor, n int) {
-	be.elementwise("copy", []uint32{uint32(n)}, ten(dst), ten(src), ten(src), n)
+	d, s := ten(dst), ten(src)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		sw := s.view(o, w)
+		be.elementwise("copy", []uint32{uint32(w)}, d.view(o, w), sw, sw, w)
+	}
 }
 
 // Release implements backend.Backend.

@@ -128,6 +128,10 @@ func Open() (d *Device, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
 	}
 	al := ad.Limits()
+	// The binding's Vulkan adapter reports WebGPU's default 256 MB as its largest buffer
+	// whatever the hardware allows. A buffer may be as large as the largest storage binding
+	// (4 GB on current NVIDIA GPUs); larger ones fail at allocation with a clear error.
+	al.MaxBufferSize = max(al.MaxBufferSize, al.MaxStorageBufferBindingSize)
 	dev, err := ad.RequestDevice(&wgpu.DeviceDescriptor{Label: "tinygpt", RequiredLimits: al})
 	if err != nil {
 		ad.Release()
