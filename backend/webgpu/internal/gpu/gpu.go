@@ -44,6 +44,13 @@ const paramSlots = 4096
 // tens of kilobytes).
 const uploadArena = 4 << 20
 
+// The kernels' needs, all within WebGPU's guaranteed limits: workgroups of up to 256
+// invocations (256 along x) using up to 8 KB of workgroup memory.
+const (
+	MinInvocations      = 256
+	MinWorkgroupStorage = 8192
+)
+
 // MaxParams is the number of 32-bit parameter words a kernel can receive.
 const MaxParams = 16
 
@@ -148,6 +155,13 @@ func Open() (d *Device, err error) {
 		MaxWorkgroupStorage: l.MaxComputeWorkgroupStorageSize, MaxInvocations: l.MaxComputeInvocationsPerWorkgroup,
 		MaxWorkgroupsPerDim: l.MaxComputeWorkgroupsPerDimension, StorageOffsetAlign: l.MinStorageBufferOffsetAlignment,
 		MaxStorageBuffersPer: l.MaxStorageBuffersPerShaderStage}
+	if l.MaxComputeInvocationsPerWorkgroup < MinInvocations || l.MaxComputeWorkgroupStorageSize < MinWorkgroupStorage ||
+		l.MaxStorageBuffersPerShaderStage < maxBinds || l.MaxComputeWorkgroupSizeX < MinInvocations {
+		d.Close()
+		return nil, fmt.Errorf("WebGPU device %s is too small for the kernels: %d invocations and %d bytes of workgroup memory per workgroup, %d storage buffers per kernel (need %d, %d and %d)",
+			ai.Name, l.MaxComputeInvocationsPerWorkgroup, l.MaxComputeWorkgroupStorageSize, l.MaxStorageBuffersPerShaderStage,
+			MinInvocations, MinWorkgroupStorage, maxBinds)
+	}
 	if l.MinUniformBufferOffsetAlignment > paramSlot || l.MinStorageBufferOffsetAlignment > 256 {
 		d.Close()
 		return nil, fmt.Errorf("WebGPU device %s needs buffer offsets aligned to %d/%d bytes; at most 256 is supported",
