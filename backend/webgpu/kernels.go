@@ -12,7 +12,8 @@ import (
 // the order of the shader's Params struct, binds the tensors in binding order and sizes the
 // grid. The math is in the .wgsl files.
 
-func f32(v float32) uint32 { return gpu.F32(v) }
+// f32 returns the bit pattern of v, for a parameter word.
+func f32(v float32) uint32 { return math.Float32bits(v) }
 
 func (be *Backend) elementwise(entry string, params []uint32, x, y, z *tensor, n int) {
 	if n == 0 {

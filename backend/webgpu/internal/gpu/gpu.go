@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -668,9 +667,6 @@ func (d *Device) endPass() {
 	}
 }
 
-// Pending reports how many dispatches are recorded and not yet submitted.
-func (d *Device) Pending() int { return d.nparams }
-
 // Flush submits everything recorded so far as one command buffer, without waiting for it.
 func (d *Device) Flush() error {
 	if d.err != nil {
@@ -709,6 +705,3 @@ func (d *Device) Flush() error {
 	d.collect()
 	return nil
 }
-
-// F32 returns the bit pattern of f, for a parameter word.
-func F32(f float32) uint32 { return math.Float32bits(f) }
