@@ -52,11 +52,11 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if err != nil {
 		return err
 	}
-	// Generation is one token at a time (a pass is the forward third of a training token's
-	// work) over a workspace of one window.
+	// A pass generates one token (the forward third of a training token's work); the largest
+	// tensors are those of a workspace of one window.
 	c := fileConfig(f)
-	load := modelLoad(c, c.Ctx, c.FLOPsPerToken()/3)
-	load.flops /= float64(c.Ctx)
+	load := modelLoad(c, c.Ctx, 0)
+	load.flops = c.FLOPsPerToken() / 3
 	be, err := openBackend(*backendName, load, e.stderr)
 	if err != nil {
 		return err
