@@ -12,6 +12,7 @@ import (
 
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
+	"tinygpt/backend/webgpu/internal/gpu"
 )
 
 // Every kernel is run on the GPU and on its CPU twin (package cpu, itself checked against
@@ -482,4 +483,19 @@ func TestWindows(t *testing.T) {
 	e.g.Zero(e.g.Slice(y.g, 64, n-100), n-100)
 	cpuBE.Zero(cpuBE.Slice(y.c, 64, n-100), n-100)
 	e.check("zero in windows", y, 0)
+}
+
+// Uploads and downloads larger than gpu.TransferChunk move in pieces.
+func TestTransferInPieces(t *testing.T) {
+	e := newEnv(t, 12)
+	saved := gpu.TransferChunk
+	gpu.TransferChunk = 1024
+	defer func() { gpu.TransferChunk = saved }()
+	n := 5000
+	x := e.in(e.randn(n, 1)) // uploaded in pieces, while the allocation's clear is pending
+	e.check("upload in pieces", x, 0)
+	y := e.out(n)
+	e.g.Copy(y.g, x.g, n)
+	cpuBE.Copy(y.c, x.c, n)
+	e.check("download in pieces", y, 0)
 }

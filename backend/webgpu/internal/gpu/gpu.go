@@ -39,6 +39,10 @@ const paramSlot = 256
 // paramSlots is how many dispatches one submit can hold before the stream is flushed.
 const paramSlots = 4096
 
+// TransferChunk is the largest piece, in bytes (a multiple of 16), in which Write and Read move
+// data, so that a large model's weights do not need staging buffers of their whole size.
+var TransferChunk uint64 = 64 << 20
+
 // uploadArena is the byte size of the upload arena (a batch of tokens and targets is a few
 // tens of kilobytes).
 const uploadArena = 4 << 20
@@ -375,6 +379,23 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if d.err != nil {
 		return d.err
 	}
+	if uint64(len(data)) > TransferChunk {
+		// In pieces, each submitted before the next is staged, so that the binding's staging
+		// memory stays small.
+		for i := uint64(0); i < uint64(len(data)); i += TransferChunk {
+			piece := data[i:min(i+TransferChunk, uint64(len(data)))]
+			if err := d.Write(b, off+i, piece); err != nil {
+				return err
+			}
+			if err := d.encoder(); err != nil {
+				return err
+			}
+			if err := d.Flush(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	wb := d.buffer(b)
 	if wb == nil {
 		return d.fail(errors.New("writing to a released buffer"))
@@ -398,8 +419,20 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 }
 
 // Read copies len(dst) bytes of b from byte offset off into dst after all recorded work has
-// run. off and len(dst) must be multiples of 4.
+// run. off and len(dst) must be multiples of 4. Large reads go in pieces of TransferChunk.
 func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
+	for i := uint64(0); i < uint64(len(dst)); i += TransferChunk {
+		if err := d.readPiece(dst[i:min(i+TransferChunk, uint64(len(dst)))], b, off+i); err != nil {
+			return err
+		}
+	}
+	if len(dst) == 0 {
+		return d.Flush()
+	}
+	return nil
+}
+
+func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 	if d.err != nil {
 		return d.err
 	}
