@@ -46,7 +46,9 @@ func runSteps(t *testing.T, tr *train.Trainer, n int) []train.StepResult {
 }
 
 // Same seed, same data: the GPU and CPU runs must agree to float32 reordering noise at every
-// one of 50 steps (dropout, cosine schedule with warmup and clipping included).
+// one of 50 steps (dropout, cosine schedule with warmup and clipping included). The issue asks
+// for 1e-3 relative; the test holds both runs to DESIGN.md's 1e-4 (lavapipe measures 4e-8),
+// which also catches a missing clip (1e-3 after a few clipped steps).
 func TestTrajectoryMatchesCPU(t *testing.T) {
 	g := openGPU(t)
 	o := trajectoryOptions()
@@ -66,13 +68,13 @@ func TestTrajectoryMatchesCPU(t *testing.T) {
 	for i := range rc {
 		rel := math.Abs(rg[i].Loss-rc[i].Loss) / math.Abs(rc[i].Loss)
 		worst = math.Max(worst, rel)
-		if rel > 1e-3 {
-			t.Errorf("step %d: gpu loss %.6f, cpu %.6f (relative difference %.2g > 1e-3)", i+1, rg[i].Loss, rc[i].Loss, rel)
+		if rel > 1e-4 {
+			t.Errorf("step %d: gpu loss %.6f, cpu %.6f (relative difference %.2g > 1e-4)", i+1, rg[i].Loss, rc[i].Loss, rel)
 		}
 		if rc[i].GradNorm > float64(o.Clip) {
 			clipped++
 		}
-		if d := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; d > 1e-2 {
+		if d := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; d > 1e-4 {
 			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", i+1, rg[i].GradNorm, rc[i].GradNorm)
 		}
 	}
