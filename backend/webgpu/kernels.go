@@ -183,6 +183,7 @@ func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Te
 
 // copyRows records dst[off:off+n] = src[0:n] as a buffer copy.
 func (be *Backend) copyRows(dst *tensor, off int, src *tensor, n int) {
+	be.settle()
 	if !be.ok() {
 		return
 	}
@@ -230,12 +231,75 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, part, part, part}, 1, 1)
 }
 
-// AdamW implements backend.Backend.
+// AdamW implements backend.Backend. Calls are gathered: consecutive updates of views of the
+// same four buffers with the same settings (weight decay aside), as the optimizer makes one per
+// parameter, run as one dispatch of adamw_multi when the next other kernel, transfer or release
+// comes (see settle). The arithmetic per element is the same as one call's.
 func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+	if n == 0 {
+		return
+	}
+	u := adamUpdate{p: ten(p), g: ten(g), m: ten(m), v: ten(v), sumsq: ten(sumsq), n: n, h: h}
+	if len(be.adam) > 0 && !be.adam[0].joins(u) {
+		be.settle()
+	}
+	be.adam = append(be.adam, u)
+}
+
+// adamUpdate is one gathered AdamW call.
+type adamUpdate struct {
+	p, g, m, v, sumsq *tensor
+	n                 int
+	h                 backend.AdamParams
+}
+
+// joins reports whether u can run in one dispatch with a (the same buffers and settings).
+func (a adamUpdate) joins(u adamUpdate) bool {
+	ha, hu := a.h, u.h
+	ha.WeightDecay, hu.WeightDecay = 0, 0
+	return ha == hu && a.p.buf == u.p.buf && a.g.buf == u.g.buf && a.m.buf == u.m.buf && a.v.buf == u.v.buf &&
+		a.sumsq.buf == u.sumsq.buf && a.sumsq.off == u.sumsq.off
+}
+
+func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 	bc1 := 1 - float32(math.Pow(float64(h.Beta1), float64(h.Step)))
 	bc2sqrt := float32(math.Sqrt(1 - math.Pow(float64(h.Beta2), float64(h.Step))))
-	prm := []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), f32(h.WeightDecay), f32(h.Clip), f32(bc1), f32(bc2sqrt)}
-	be.run(be.kernel("optim", "adamw", 5, 0), prm, []*tensor{ten(p), ten(g), ten(m), ten(v), ten(sumsq)}, be.elemGroups(n), 1)
+	return []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip), f32(bc1), f32(bc2sqrt)}
+}
+
+// settle records the gathered AdamW calls. Every other operation calls it first, so the
+// updates keep their place in the stream.
+func (be *Backend) settle() {
+	us := be.adam
+	if len(us) == 0 {
+		return
+	}
+	be.adam = be.adam[:0]
+	whole := func(t *tensor) *tensor { return &tensor{buf: t.buf, n: int(t.buf.Size() / 4)} }
+	u0 := us[0]
+	lim := be.dev.Limits().MaxBindingSize
+	fits := u0.p.buf != nil && u0.g.buf != nil && u0.m.buf != nil && u0.v.buf != nil
+	for _, t := range []*tensor{u0.p, u0.g, u0.m, u0.v} {
+		fits = fits && t.buf.Size() <= lim
+	}
+	if len(us) == 1 || !fits {
+		for _, u := range us {
+			be.run(be.kernel("optim", "adamw", 5, 0), adamParams(u.h, u.n, f32(u.h.WeightDecay)),
+				[]*tensor{u.p, u.g, u.m, u.v, u.sumsq}, be.elemGroups(u.n), 1)
+		}
+		return
+	}
+	segs := make([]int32, 0, 8*len(us))
+	total := 0
+	for _, u := range us {
+		segs = append(segs, int32(u.p.off), int32(u.g.off), int32(u.m.off), int32(u.v.off), int32(total), int32(u.n),
+			int32(math.Float32bits(u.h.WeightDecay)), 0)
+		total += u.n
+	}
+	table := be.scratchTensor("adamSegments", len(segs))
+	be.UploadInt(table, segs)
+	be.run(be.kernel("optim", "adamw_multi", 6, 0), adamParams(u0.h, total, uint32(len(us))),
+		[]*tensor{whole(u0.p), whole(u0.g), whole(u0.m), whole(u0.v), u0.sumsq, table}, be.elemGroups(total), 1)
 }
 
 // scratchTensor returns the backend's scratch tensor name with room for n elements.

@@ -377,6 +377,11 @@ func TestSumSquaresAdamW(t *testing.T) {
 			e.check(name+" p", p, 1e-5)
 			e.check(name+" m", m, 1e-5)
 			e.check(name+" v", v, 1e-5)
+			// A lone call (not gathered with others) takes the single-tensor kernel.
+			h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip, Step: 4}
+			e.g.AdamW(e.g.Slice(p.g, 64, 100), e.g.Slice(g.g, 64, 100), e.g.Slice(m.g, 64, 100), e.g.Slice(v.g, 64, 100), sumsq.g, 100, h)
+			cpuBE.AdamW(cpuBE.Slice(p.c, 64, 100), cpuBE.Slice(g.c, 64, 100), cpuBE.Slice(m.c, 64, 100), cpuBE.Slice(v.c, 64, 100), sumsq.c, 100, h)
+			e.check(name+" p after a lone update", p, 1e-5)
 		}
 	}
 }

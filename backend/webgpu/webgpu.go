@@ -58,6 +58,8 @@ type Backend struct {
 	err     error
 	hostBuf []byte
 
+	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
+
 	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds
 	// at once: the device's binding limit, in whole multiples of windowAlign. Longer tensors
 	// (a large model's flat weights and gradients) are processed window by window.
@@ -147,6 +149,7 @@ func (be *Backend) ok() bool { return be.Err() == nil }
 
 // run records one dispatch of a kernel.
 func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
+	be.settle()
 	if k == nil || !be.ok() {
 		return
 	}
@@ -213,6 +216,7 @@ func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
 }
 
 func (be *Backend) write(t *tensor, words int, put func(b []byte)) {
+	be.settle()
 	if !be.ok() || words == 0 {
 		return
 	}
@@ -253,6 +257,7 @@ func (be *Backend) UploadInt(t backend.Tensor, src []int32) {
 
 // Download implements backend.Backend. After an error it fills dst with NaN.
 func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
+	be.settle()
 	if len(dst) == 0 {
 		return
 	}
@@ -303,6 +308,7 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 
 // Release implements backend.Backend.
 func (be *Backend) Release(t backend.Tensor) {
+	be.settle()
 	tt := ten(t)
 	if tt.owner && tt.buf != nil {
 		be.dev.Release(tt.buf)

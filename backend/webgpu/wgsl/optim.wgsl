@@ -99,3 +99,49 @@ fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
         b1[i] = b1[i] * decay - stepSize * mi / denom;
     }
 }
+
+// adamw_multi is adamw over several parameter tensors in one dispatch: the trainer updates each
+// parameter with its own call, and consecutive calls on views of the same four buffers are
+// gathered into a table of segments, b6 (8 words each: element offsets of p, g, m, v in
+// b1..b4, first element of the segment in the concatenation, length, weight decay, unused).
+// Each thread walks the concatenation and finds its segment by binary search. prm.n is the
+// total length and prm.wd the number of segments.
+@group(0) @binding(6) var<storage, read_write> segs: array<u32>;
+
+@compute @workgroup_size(256)
+fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    var gscale = 1.0;
+    if (prm.clip > 0.0) {
+        let norm = sqrt(b5[0]);
+        if (norm > prm.clip) {
+            gscale = prm.clip / (norm + 1e-6);
+        }
+    }
+    let nseg = bitcast<u32>(prm.wd);
+    let stepSize = prm.lr / prm.bc1;
+    for (var e = id.x; e < prm.n; e += nwg.x * WG) {
+        var lo = 0u;
+        var hi = nseg - 1u;
+        while (lo < hi) { // the last segment starting at or before e
+            let mid = (lo + hi + 1u) / 2u;
+            if (segs[mid * 8u + 4u] <= e) {
+                lo = mid;
+            } else {
+                hi = mid - 1u;
+            }
+        }
+        let s = lo * 8u;
+        let k = e - segs[s + 4u];
+        let wd = bitcast<f32>(segs[s + 6u]);
+        let pi = segs[s] + k;
+        let gi = b2[segs[s + 1u] + k] * gscale;
+        let mo = segs[s + 2u] + k;
+        let vo = segs[s + 3u] + k;
+        let mi = prm.beta1 * b3[mo] + (1.0 - prm.beta1) * gi;
+        let vi = prm.beta2 * b4[vo] + (1.0 - prm.beta2) * gi * gi;
+        b3[mo] = mi;
+        b4[vo] = vi;
+        let denom = sqrt(vi) / prm.bc2sqrt + prm.eps;
+        b1[pi] = b1[pi] * (1.0 - prm.lr * wd) - stepSize * mi / denom;
+    }
+}
