@@ -60,28 +60,61 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 // the GPU busy.
 const bigTiles = 64
 
-// MatMul implements backend.Backend.
+// MatMul implements backend.Backend. A product that overwrites C is held back one call: if
+// the next call adds a bias to C (a linear layer), both run as one dispatch (see AddBias and
+// settle). The arithmetic is that of the two kernels in turn.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	big := ((M+127)/128)*((N+127)/128) >= bigTiles
-	be.matmul(c, a, b, M, N, K, l, accumulate, big)
+	be.settle()
+	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate,
+		big: ((M+127)/128)*((N+127)/128) >= bigTiles}
+	if accumulate {
+		be.recordMatmul(mm, nil)
+		return
+	}
+	be.mm = mm
+}
+
+// matmulCall is a matrix product waiting to be recorded.
+type matmulCall struct {
+	c, a, b         *tensor
+	M, N, K         int
+	l               backend.Layout
+	accumulate, big bool
 }
 
 // matmul records C = op(A)·op(B) with the 64×64-tile kernel or, if big, the 128×128 one.
 func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate, big bool) {
-	acc := uint32(0)
-	if accumulate {
-		acc = 1
-	}
-	entry, tile := "main", 64
-	if big {
-		entry, tile = "main8", 128
-	}
-	be.run(be.kernel("matmul", entry, 3, uint32(l)), []uint32{uint32(M), uint32(N), uint32(K), acc},
-		[]*tensor{ten(c), ten(a), ten(b)}, (N+tile-1)/tile, (M+tile-1)/tile)
+	be.settle()
+	be.recordMatmul(&matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate, big: big}, nil)
 }
 
-// AddBias implements backend.Backend.
+// recordMatmul records mm, adding bias [N] to every row if bias is not nil.
+func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
+	acc, hasBias := uint32(0), uint32(0)
+	if mm.accumulate {
+		acc = 1
+	}
+	if bias != nil {
+		hasBias = 1
+	} else {
+		bias = mm.c
+	}
+	entry, tile := "main", 64
+	if mm.big {
+		entry, tile = "main8", 128
+	}
+	be.run(be.kernel("matmul", entry, 4, uint32(mm.l)), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias},
+		[]*tensor{mm.c, mm.a, mm.b, bias}, (mm.N+tile-1)/tile, (mm.M+tile-1)/tile)
+}
+
+// AddBias implements backend.Backend. Right after a product into out it is fused into it.
 func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
+	o := ten(out)
+	if mm := be.mm; mm != nil && mm.c.buf == o.buf && mm.c.off == o.off && mm.M == N && mm.N == C {
+		be.mm = nil
+		be.recordMatmul(mm, ten(bias))
+		return
+	}
 	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), ten(bias), N*C)
 }
 
@@ -240,7 +273,7 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 		return
 	}
 	u := adamUpdate{p: ten(p), g: ten(g), m: ten(m), v: ten(v), sumsq: ten(sumsq), n: n, h: h}
-	if len(be.adam) > 0 && !be.adam[0].joins(u) {
+	if be.mm != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
 		be.settle()
 	}
 	be.adam = append(be.adam, u)
@@ -267,9 +300,13 @@ func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 	return []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip), f32(bc1), f32(bc2sqrt)}
 }
 
-// settle records the gathered AdamW calls. Every other operation calls it first, so the
-// updates keep their place in the stream.
+// settle records the held-back product and the gathered AdamW calls. Every other operation
+// calls it first, so they keep their place in the stream.
 func (be *Backend) settle() {
+	if mm := be.mm; mm != nil {
+		be.mm = nil
+		be.recordMatmul(mm, nil)
+	}
 	us := be.adam
 	if len(us) == 0 {
 		return

@@ -504,3 +504,27 @@ func TestTransferInPieces(t *testing.T) {
 	cpuBE.Copy(y.c, x.c, n)
 	e.check("download in pieces", y, 0)
 }
+
+// A product followed by a bias on its output (a linear layer) runs fused; a bias elsewhere, or
+// after an accumulating product, runs on its own. Both must equal the CPU's two kernels.
+func TestLinearFusion(t *testing.T) {
+	e := newEnv(t, 13)
+	const M, N, K = 37, 53, 29
+	for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+		for _, acc := range []bool{false, true} {
+			a, b, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 1)), e.in(e.randn(N, 1))
+			c, other := e.in(e.randn(M*N, 1)), e.in(e.randn(M*N, 1))
+			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
+			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+			e.g.AddBias(c.g, bias.g, M, N)
+			cpuBE.AddBias(c.c, bias.c, M, N)
+			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc) // then a bias on another tensor
+			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+			e.g.AddBias(other.g, bias.g, M, N)
+			cpuBE.AddBias(other.c, bias.c, M, N)
+			name := fmt.Sprintf("%s/acc=%v", l, acc)
+			e.check(name+" product", c, 1e-5*math.Sqrt(K))
+			e.check(name+" other", other, 1e-6)
+		}
+	}
+}

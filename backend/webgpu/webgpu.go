@@ -58,6 +58,7 @@ type Backend struct {
 	err     error
 	hostBuf []byte
 
+	mm   *matmulCall  // a product held back to fuse with a bias (see MatMul, settle)
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
 
 	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds

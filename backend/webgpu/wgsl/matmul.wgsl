@@ -1,5 +1,6 @@
-// Matrix product C = op(A)·op(B) (+ C with accumulate), C [M, N], inner dimension K, in the
-// three layouts of backend.Layout: NN (A [M,K], B [K,N]), NT (B [N,K]) and TN (A [K,M]).
+// Matrix product C = op(A)·op(B) (+ C with accumulate) (+ bias[j] with hasBias, a linear
+// layer's bias fused into the product), C [M, N], inner dimension K, in the three layouts of
+// backend.Layout: NN (A [M,K], B [K,N]), NT (B [N,K]) and TN (A [K,M]).
 //
 // Each workgroup of 16×16 threads computes a 64×64 tile of C. The inner dimension is walked in
 // blocks of 16: the workgroup copies the 64×16 block of A and the 16×64 block of B into
@@ -14,12 +15,14 @@ struct Params {
     N: u32,
     K: u32,
     accumulate: u32,
+    hasBias: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> c: array<f32>;
 @group(0) @binding(2) var<storage, read_write> a: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> bias: array<f32>;
 
 const TILE: u32 = 64u;
 const BK: u32 = 16u;
@@ -112,6 +115,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
                 if (p.accumulate != 0u) {
                     v += c[i * p.N + j];
                 }
+                if (p.hasBias != 0u) {
+                    v += bias[j];
+                }
                 c[i * p.N + j] = v;
             }
         }
@@ -188,6 +194,9 @@ fn main8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid
                 var v = acc[r * 8u + q];
                 if (p.accumulate != 0u) {
                     v += c[i * p.N + j];
+                }
+                if (p.hasBias != 0u) {
+                    v += bias[j];
                 }
                 c[i * p.N + j] = v;
             }
