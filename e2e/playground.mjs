@@ -51,7 +51,10 @@ try {
   check(await page.locator('#preset option').count() >= 9, 'presets listed');
   check(/parameters/.test(await page.locator('#preset option[value="tiny"]').innerText()), 'preset shows its parameter count');
   check(/available|build/.test(await text('#backends')), 'backends shown with availability');
-  check(await page.locator('input[name="backend"][value="webgpu"]').isDisabled(), 'WebGPU is not selectable in this build');
+  const gpuListed = await page.evaluate(() => fetch('/api/system').then((r) => r.json())
+    .then((s) => s.backends.find((b) => b.name === 'webgpu')));
+  check(await page.locator('input[name="backend"][value="webgpu"]').isDisabled() === !gpuListed.available,
+    'WebGPU selectable exactly when the server reports an adapter');
   await page.selectOption('#preset', 'tiny');
   // A pasted corpus that is too small for the model is warned about before starting.
   await page.check('input[name="corpus"][value="paste"]');

@@ -1,21 +1,52 @@
 package main
 
 import (
+	"io"
 	"sync"
 
+	"tinygpt/backend"
 	"tinygpt/backend/cpu"
+	"tinygpt/backend/webgpu"
 	"tinygpt/server"
 )
 
 // cpuDetail describes the CPU backend (once: making a backend allocates its scratch space).
 var cpuDetail = sync.OnceValue(func() string { return cpu.New().Describe() })
 
-// backendList lists the compute backends of this build, in order of preference for "auto",
-// with what each runs on or why it cannot be used. A new backend adds its entry here (and its
-// case in openBackend); tinygpt serve shows this list.
-func backendList() []server.Backend {
-	return []server.Backend{
-		{Name: "webgpu", Available: false, Note: "this build has no WebGPU backend yet"},
-		{Name: "cpu", Available: true, Detail: cpuDetail()},
+// gpuProbe opens the WebGPU backend once to see whether this machine has an adapter, and which.
+var gpuProbe = sync.OnceValue(func() (p struct {
+	detail, err string
+	software    bool
+}) {
+	be, err := webgpu.New()
+	if err != nil {
+		p.err = err.Error()
+		return p
 	}
+	p.detail, p.software = be.Describe(), be.Software()
+	be.Close()
+	return p
+})
+
+// backendList lists the compute backends of this build, in order of preference for "auto",
+// with what each runs on or why it cannot be used; tinygpt serve shows it. A hardware GPU
+// comes first; a software renderer (such as lavapipe) can be chosen but comes after the CPU,
+// which is faster.
+func backendList() []server.Backend {
+	c := server.Backend{Name: "cpu", Available: true, Detail: cpuDetail()}
+	g := gpuProbe()
+	gpu := server.Backend{Name: "webgpu", Available: g.err == "", Detail: g.detail, Note: g.err}
+	if g.err == "" && !g.software {
+		return []server.Backend{gpu, c}
+	}
+	if g.software {
+		gpu.Note = "a software renderer: slower than the CPU backend"
+	}
+	return []server.Backend{c, gpu}
+}
+
+// openNamedBackend opens a backend chosen by name for the playground (which resolves "auto"
+// with backendList first).
+func openNamedBackend(name string) (backend.Backend, error) {
+	return openBackend(name, workload{}, io.Discard)
 }

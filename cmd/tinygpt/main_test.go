@@ -143,7 +143,6 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--schedule", "linear"}, 1, "--schedule must be constant or cosine"},
 		{[]string{"train", "--preset", "gigantic"}, 1, `unknown preset "gigantic"`},
 		{[]string{"train", "--backend", "tpu"}, 1, `unknown backend`},
-		{[]string{"train", "--backend", "webgpu"}, 1, `no WebGPU backend`},
 		{[]string{"train", "--data", short}, 1, "too short for context 64"},
 		{[]string{"train", "--data", filepath.Join(dir, "nope.txt")}, 1, "no such file"},
 		{[]string{"train", "--data", dir, "--glob", "*.go"}, 1, `no files matching "*.go"`},

@@ -26,7 +26,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	topK := fs.Int("top-k", 40, "sample only among the k most likely bytes (0: all)")
 	topP := fs.Float64("top-p", 1, "sample only among the most likely bytes whose probabilities add up to p (1: all)")
 	seed := fs.Int64("seed", 0, "random seed (default: from the clock)")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -48,14 +48,20 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if !set["seed"] {
 		s = uint64(time.Now().UnixNano())
 	}
-	be, err := openBackend(*backendName)
-	if err != nil {
-		return err
-	}
 	f, err := format.ReadFile(*modelPath)
 	if err != nil {
 		return err
 	}
+	// A pass generates one token (the forward third of a training token's work); the largest
+	// tensors are those of a workspace of one window.
+	c := fileConfig(f)
+	load := modelLoad(c, c.Ctx, 0)
+	load.flops = c.FLOPsPerToken() / 3
+	be, err := openBackend(*backendName, load, e.stderr)
+	if err != nil {
+		return err
+	}
+	defer closeBackend(be)
 	m, err := modelFromFile(be, f, 1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
@@ -85,6 +91,12 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 			float64(n)/el.Seconds(), first.Round(10*time.Microsecond))
 	}
 	return nil
+}
+
+// fileConfig returns the model shape a file's header gives.
+func fileConfig(f *format.File) gpt.Config {
+	fc := f.Header.Config
+	return gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}
 }
 
 // modelFromFile builds a model on be from a decoded file.

@@ -42,7 +42,7 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 		return fmt.Errorf("--token: listening beyond this machine needs a token of at least %d characters (leave --token out for a random one)", minPublicToken)
 	}
 	srv, err := server.New(server.Config{Dir: *dir, Token: *token, Public: public,
-		Backends: backendList, Open: openBackend})
+		Backends: backendList, Open: openNamedBackend})
 	if err != nil {
 		return err
 	}

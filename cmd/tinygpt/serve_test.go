@@ -59,9 +59,12 @@ func TestBackendList(t *testing.T) {
 			cpuOK = true
 		}
 		if b.Available {
-			if _, err := openBackend(b.Name); err != nil {
+			be, err := openNamedBackend(b.Name)
+			if err != nil {
 				t.Errorf("backend %s is listed as available but does not open: %v", b.Name, err)
+				continue
 			}
+			closeBackend(be)
 		} else if b.Note == "" {
 			t.Errorf("backend %s is unavailable without a note saying why", b.Name)
 		}

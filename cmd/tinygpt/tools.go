@@ -28,7 +28,7 @@ corpus stored in the model file.`)
 	glob := fs.String("glob", "", "with a directory --data, only files matching this pattern")
 	split := fs.String("split", "val", "which part of the corpus: val, train or all")
 	batch := fs.Int("batch", 16, "windows per forward pass")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
@@ -59,10 +59,12 @@ corpus stored in the model file.`)
 	} else {
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
-	be, err := openBackend(*backendName)
+	c := fileConfig(f)
+	be, err := openBackend(*backendName, modelLoad(c, *batch*c.Ctx, c.FLOPsPerToken()/3), e.stderr)
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be)
 	m, err := modelFromFile(be, f, *batch)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
@@ -271,7 +273,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	steps := fs.Int("steps", 10, "timed steps per preset")
 	warmup := fs.Int("warmup", 2, "untimed warm-up steps per preset")
 	asJSON := fs.Bool("json", false, "print one JSON object per preset")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
@@ -297,10 +299,17 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			list = append(list, p)
 		}
 	}
-	be, err := openBackend(*backendName)
+	// auto decides by the largest preset of the list; a preset too large for the GPU's
+	// buffers fails on its own row.
+	var work workload
+	for _, p := range list {
+		work.flops = max(work.flops, trainLoad(p.Config, p.Batch).flops)
+	}
+	be, err := openBackend(*backendName, work, e.stderr)
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be)
 	// Rows are printed as each preset finishes, so the columns have fixed widths.
 	const row = "%-9s %12s %10s %10s %10s %9s %12s %8s\n"
 	if !*asJSON {
@@ -311,7 +320,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	for _, p := range list {
 		r, err := train.Bench(be, p, *warmup, *steps)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.Name, err)
+			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err))
 		}
 		if *asJSON {
 			if err := enc.Encode(r); err != nil {

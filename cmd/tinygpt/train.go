@@ -17,23 +17,114 @@ import (
 
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
+	"tinygpt/backend/webgpu"
 	"tinygpt/data"
 	"tinygpt/format"
 	"tinygpt/gpt"
 	"tinygpt/train"
 )
 
-// openBackend returns the named compute backend.
-func openBackend(name string) (backend.Backend, error) {
+// backendHelp is the --backend flag's help.
+const backendHelp = "compute backend: cpu, webgpu (the GPU, through Vulkan or Metal) or auto (the GPU when it pays off)"
+
+// autoGPUWork is the work of one pass, in floating-point operations, from which auto prefers a
+// GPU: below it, the few microseconds each of the pass's hundred or so kernel dispatches
+// costs on a GPU outweigh its speed (a single-token decode of the small preset is about 1
+// MFLOP; a training step of the tiny preset about 200).
+const autoGPUWork = 50e6
+
+// workload describes the passes a command will run, for choosing and checking a backend.
+type workload struct {
+	flops   float64 // floating-point operations of one pass (0: unknown)
+	largest int64   // bytes of the largest tensor the model allocates (0: unknown)
+}
+
+// modelLoad is the workload of passes over tokens positions (B·T) of a model of shape c, with
+// flopsPerToken operations per position.
+func modelLoad(c gpt.Config, tokens int, flopsPerToken float64) workload {
+	_, flat := gpt.ParamTable(c)
+	n := int64(tokens)
+	largest := max(int64(flat), n*gpt.Vocab, n*int64(c.DMlp)) * 4
+	return workload{flops: flopsPerToken * float64(tokens), largest: largest}
+}
+
+// trainLoad is the workload of training steps of batch sequences.
+func trainLoad(c gpt.Config, batch int) workload {
+	return modelLoad(c, batch*c.Ctx, c.FLOPsPerToken())
+}
+
+// openBackend returns the named compute backend for work. With "auto" it picks the GPU when a
+// hardware adapter exists, the model's tensors fit its buffers and a pass is large enough to
+// gain; it falls back to the CPU otherwise, and says on w which it chose and why.
+func openBackend(name string, work workload, w io.Writer) (backend.Backend, error) {
 	switch name {
 	case "cpu":
 		return cpu.New(), nil
-	case "auto", "":
-		return cpu.New(), nil
 	case "webgpu":
-		return nil, fmt.Errorf("--backend webgpu: this build has no WebGPU backend yet; use --backend cpu")
+		be, err := webgpu.New()
+		if err != nil {
+			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
+		}
+		if err := fits(be, work); err != nil {
+			be.Close()
+			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
+		}
+		return be, nil
+	case "auto", "":
+		if work.flops > 0 && work.flops < autoGPUWork {
+			fmt.Fprintf(w, "backend auto: cpu (a pass is only %.3g MFLOP; at this size kernel launches on a GPU would cost more than they gain)\n", work.flops/1e6)
+			return cpu.New(), nil
+		}
+		be, err := webgpu.New()
+		if err != nil {
+			fmt.Fprintf(w, "backend auto: cpu (no usable GPU: %v)\n", err)
+			return cpu.New(), nil
+		}
+		if be.Software() {
+			fmt.Fprintf(w, "backend auto: cpu (the only WebGPU adapter, %s, is a software renderer, slower than the CPU backend)\n", be.Describe())
+			be.Close()
+			return cpu.New(), nil
+		}
+		if err := fits(be, work); err != nil {
+			fmt.Fprintf(w, "backend auto: cpu (%s: %v)\n", be.Describe(), err)
+			be.Close()
+			return cpu.New(), nil
+		}
+		why := "a GPU adapter is available"
+		if work.flops > 0 {
+			why = fmt.Sprintf("a GPU adapter is available and a pass is %.3g MFLOP", work.flops/1e6)
+		}
+		fmt.Fprintf(w, "backend auto: %s (%s)\n", be.Describe(), why)
+		return be, nil
 	}
-	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, auto)", name)
+	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, webgpu, auto)", name)
+}
+
+// fits checks that the largest tensor of work fits in one buffer of the GPU.
+func fits(be *webgpu.Backend, work workload) error {
+	if lim := be.Limits().MaxBufferSize; work.largest > 0 && uint64(work.largest) > lim {
+		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
+	}
+	return nil
+}
+
+// closeBackend releases a backend's device, if it holds one.
+func closeBackend(be backend.Backend) {
+	if c, ok := be.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
+// backendFailure returns the backend's own error (a lost GPU device, out of GPU memory) when it
+// has one, since it explains a failure better than its symptom (such as a NaN loss), and err
+// otherwise.
+func backendFailure(be backend.Backend, err error) error {
+	if f, ok := be.(interface{ Err() error }); ok {
+		if berr := f.Err(); berr != nil {
+			return fmt.Errorf("%w (switch to --backend cpu, or resume the last checkpoint with --resume)", berr)
+		}
+	}
+	return err
 }
 
 func presetNames() string {
@@ -70,7 +161,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	resume := fs.String("resume", "", "continue the run saved in this model file")
 	initFrom := fs.String("init-from", "", "start a new run from the weights of this model file (fine-tuning)")
 	seed := fs.Int64("seed", 42, "random seed for initialisation, batches and dropout")
-	backendName := fs.String("backend", "cpu", "compute backend: cpu or auto")
+	backendName := fs.String("backend", "cpu", backendHelp)
 	logJSON := fs.String("log-json", "", "also write one JSON object per step and evaluation to this file")
 	sampleEvery := fs.Int("sample-every", 0, "steps between live samples printed during training (0: only at the end)")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -79,10 +170,17 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	be, err := openBackend(*backendName)
-	if err != nil {
+	var be backend.Backend
+	open := func(c gpt.Config, batch int) error {
+		var err error
+		be, err = openBackend(*backendName, trainLoad(c, batch), e.stderr)
 		return err
 	}
+	defer func() {
+		if be != nil {
+			closeBackend(be)
+		}
+	}()
 
 	var corpus *data.Corpus
 	if set["data"] || set["glob"] {
@@ -109,6 +207,10 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		}
 		if f.M == nil {
 			return fmt.Errorf("%s holds weights only (%s), without the optimizer state a run resumes from; use --init-from to start a new run from its weights", *resume, dtypeName(f))
+		}
+		fc := f.Header.Config
+		if err := open(gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}, fc.BatchSize); err != nil {
+			return err
 		}
 		t, err = train.Resume(be, f, train.ResumeOptions{Steps: *steps, Corpus: corpus})
 		if err != nil {
@@ -177,9 +279,12 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			c := data.Builtin()
 			corpus = &c
 		}
+		if err := open(opts.Model, opts.Batch); err != nil {
+			return err
+		}
 		t, err = train.New(be, opts, *corpus)
 		if err != nil {
-			return err
+			return backendFailure(be, err)
 		}
 		if *initFrom != "" {
 			if err := loadInitWeights(t, *initFrom); err != nil {
@@ -208,7 +313,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
-	err = t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event,
+	err := t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event,
 		Resumed: *resume != "" && *out == *resume})
 	p.finish()
 	if errors.Is(err, context.Canceled) {
@@ -220,7 +325,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		return nil
 	}
 	if err != nil {
-		return err
+		return backendFailure(be, err)
 	}
 	tr, val := t.LastLosses()
 	fmt.Fprintf(e.stdout, "\ndone: %d steps in %s, train loss %.4f, val loss %.4f", t.Step(), t.Elapsed.Round(100*time.Millisecond), tr, val)

@@ -1,0 +1,55 @@
+package webgpu
+
+import (
+	"fmt"
+	"testing"
+
+	"tinygpt/backend"
+)
+
+// Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
+// each layout and kernel, timed over many dispatches in one submit and reported in GFLOP/s,
+// and the dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
+//
+//	go test -run NONE -bench . ./backend/webgpu
+
+func BenchmarkMatMul(b *testing.B) {
+	g := openGPU(b)
+	for _, n := range []int{256, 1024, 2048} {
+		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+			for _, big := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%d/%s/big=%v", n, l, big), func(b *testing.B) {
+					x, y, z := g.Alloc(n*n), g.Alloc(n*n), g.Alloc(n*n)
+					defer func() { g.Release(x); g.Release(y); g.Release(z) }()
+					out := make([]float32, 1)
+					g.matmul(z, x, y, n, n, n, l, false, big)
+					g.Download(out, z, 0) // compile and warm up
+					b.ResetTimer()
+					for range b.N {
+						g.matmul(z, x, y, n, n, n, l, false, big)
+					}
+					g.Download(out, z, 0)
+					b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					if err := g.Err(); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDispatch is the cost of one small kernel recorded in a long stream.
+func BenchmarkDispatch(b *testing.B) {
+	g := openGPU(b)
+	x := g.Alloc(256)
+	defer g.Release(x)
+	out := make([]float32, 1)
+	g.Add(x, x, x, 256)
+	g.Download(out, x, 0)
+	b.ResetTimer()
+	for range b.N {
+		g.Add(x, x, x, 256)
+	}
+	g.Download(out, x, 0)
+}

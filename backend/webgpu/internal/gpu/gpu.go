@@ -1,0 +1,740 @@
+// Package gpu is the small layer between the webgpu backend and the WebGPU binding
+// (github.com/gogpu/wgpu): one device and its queue, storage buffers, compute kernels compiled
+// from WGSL, a command stream that records dispatches and copies and submits them at once, and
+// blocking readback with a time limit. Everything the backend needs from the binding goes
+// through this package, so the binding can be swapped by rewriting only this file.
+//
+// Errors are sticky: the first failure (no adapter, out of memory, a lost device, a readback
+// that does not finish in time) is kept in Device.Err, and every later call does nothing and
+// returns it, so a caller that checks at its own pace never works on a broken device.
+package gpu
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/gogpu/gputypes"
+	"github.com/gogpu/wgpu"
+)
+
+// ErrNoAdapter is returned by Open when no GPU adapter is available.
+var ErrNoAdapter = errors.New("no WebGPU adapter (no Vulkan, Metal or DX12 device found)")
+
+// ReadTimeout bounds how long a readback waits for the GPU before the device is declared
+// lost. Work is submitted in steps of one training step at most, so a healthy device answers
+// far sooner.
+var ReadTimeout = 5 * time.Minute
+
+// paramSlot is the byte size of one dispatch's parameter block in the parameter arena: a
+// multiple of every device's uniform offset alignment (at most 256 by the WebGPU spec).
+const paramSlot = 256
+
+// paramSlots is how many dispatches one submit can hold before the stream is flushed.
+const paramSlots = 4096
+
+// TransferChunk is the largest piece, in bytes (a multiple of 16), in which Write and Read move
+// data, so that a large model's weights do not need staging buffers of their whole size.
+var TransferChunk uint64 = 64 << 20
+
+// uploadArena is the byte size of the upload arena (a batch of tokens and targets is a few
+// tens of kilobytes).
+const uploadArena = 4 << 20
+
+// The kernels' needs, all within WebGPU's guaranteed limits: workgroups of up to 256
+// invocations (256 along x) using up to 8 KB of workgroup memory.
+const (
+	MinInvocations      = 256
+	MinWorkgroupStorage = 8192
+)
+
+// MaxParams is the number of 32-bit parameter words a kernel can receive.
+const MaxParams = 16
+
+// Info describes an adapter.
+type Info struct {
+	Name       string
+	Vendor     string
+	DeviceType string // "DiscreteGPU", "IntegratedGPU", "CPU", ...
+	Backend    string // "Vulkan", "Metal", ...
+	Software   bool   // a CPU implementation such as lavapipe or SwiftShader
+}
+
+// Limits are the device limits the backend plans around.
+type Limits struct {
+	MaxBufferSize        uint64 // bytes in one buffer
+	MaxBindingSize       uint64 // bytes of one storage binding
+	MaxWorkgroupStorage  uint32 // bytes of workgroup memory
+	MaxInvocations       uint32 // invocations per workgroup
+	MaxWorkgroupsPerDim  uint32 // workgroups in each dimension of one dispatch
+	StorageOffsetAlign   uint32 // bytes; binding offsets must be multiples
+	MaxStorageBuffersPer uint32 // storage buffers per shader stage
+}
+
+// Device is an open GPU device with one command stream.
+type Device struct {
+	inst    *wgpu.Instance
+	adapter *wgpu.Adapter
+	dev     *wgpu.Device
+	queue   *wgpu.Queue
+	info    Info
+	limits  Limits
+	err     error
+
+	params     *wgpu.Buffer // the parameter arena: one uniform slot per dispatch of a submit
+	paramBytes []byte       // host copy of the slots used by the pending stream
+	nparams    int
+
+	enc  *wgpu.CommandEncoder
+	pass *wgpu.ComputePassEncoder
+
+	readback *wgpu.Buffer // staging buffer for Read, grown on demand
+
+	upload  *wgpu.Buffer // the upload arena: data written while commands are pending
+	upBytes []byte       // its contents for the pending stream
+
+	copyRoles map[uint64]uint8 // buffer id → copySrc or copyDst in the pending stream
+
+	graveBufs   []*wgpu.Buffer // freed, released after the next submit
+	graveGroups []*wgpu.BindGroup
+
+	groups map[groupKey]*wgpu.BindGroup
+	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
+	nextID uint64
+	dead   *deadList
+
+	kernels []*Kernel
+}
+
+func init() {
+	// The binding logs resource-lifetime warnings (buffers left to the garbage collector) at
+	// Warn; a command-line tool shows its user only real errors.
+	wgpu.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+// Open finds the highest-performance adapter and opens a device on it with the adapter's own
+// limits (not WebGPU's defaults), so large tensors fit where the hardware allows.
+func Open() (d *Device, err error) {
+	defer func() {
+		// The binding loads the system's Vulkan library through its own FFI; a missing or broken
+		// driver must be an error, not a crash.
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("opening WebGPU: %v", r)
+		}
+	}()
+	inst, err := wgpu.CreateInstance(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
+	}
+	ad, err := inst.RequestAdapter(&wgpu.RequestAdapterOptions{PowerPreference: wgpu.PowerPreferenceHighPerformance})
+	if err != nil || ad == nil {
+		inst.Release()
+		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
+	}
+	al := ad.Limits()
+	// The binding's Vulkan adapter reports WebGPU's default 256 MB as its largest buffer
+	// whatever the hardware allows. A buffer may be as large as the largest storage binding
+	// (4 GB on current NVIDIA GPUs); larger ones fail at allocation with a clear error.
+	al.MaxBufferSize = max(al.MaxBufferSize, al.MaxStorageBufferBindingSize)
+	dev, err := ad.RequestDevice(&wgpu.DeviceDescriptor{Label: "tinygpt", RequiredLimits: al})
+	if err != nil {
+		ad.Release()
+		inst.Release()
+		return nil, fmt.Errorf("opening a WebGPU device on %s: %w", ad.Info().Name, err)
+	}
+	ai := ad.Info()
+	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{},
+		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}, copyRoles: map[uint64]uint8{}}
+	d.info = Info{Name: ai.Name, Vendor: ai.Vendor, DeviceType: fmt.Sprint(ai.DeviceType), Backend: fmt.Sprint(ai.Backend),
+		Software: ai.DeviceType == gputypes.DeviceTypeCPU}
+	l := dev.Limits()
+	d.limits = Limits{MaxBufferSize: l.MaxBufferSize, MaxBindingSize: l.MaxStorageBufferBindingSize,
+		MaxWorkgroupStorage: l.MaxComputeWorkgroupStorageSize, MaxInvocations: l.MaxComputeInvocationsPerWorkgroup,
+		MaxWorkgroupsPerDim: l.MaxComputeWorkgroupsPerDimension, StorageOffsetAlign: l.MinStorageBufferOffsetAlignment,
+		MaxStorageBuffersPer: l.MaxStorageBuffersPerShaderStage}
+	if l.MaxComputeInvocationsPerWorkgroup < MinInvocations || l.MaxComputeWorkgroupStorageSize < MinWorkgroupStorage ||
+		l.MaxStorageBuffersPerShaderStage < maxBinds || l.MaxComputeWorkgroupSizeX < MinInvocations {
+		d.Close()
+		return nil, fmt.Errorf("WebGPU device %s is too small for the kernels: %d invocations and %d bytes of workgroup memory per workgroup, %d storage buffers per kernel (need %d, %d and %d)",
+			ai.Name, l.MaxComputeInvocationsPerWorkgroup, l.MaxComputeWorkgroupStorageSize, l.MaxStorageBuffersPerShaderStage,
+			MinInvocations, MinWorkgroupStorage, maxBinds)
+	}
+	if l.MinUniformBufferOffsetAlignment > paramSlot || l.MinStorageBufferOffsetAlignment > 256 {
+		d.Close()
+		return nil, fmt.Errorf("WebGPU device %s needs buffer offsets aligned to %d/%d bytes; at most 256 is supported",
+			ai.Name, l.MinUniformBufferOffsetAlignment, l.MinStorageBufferOffsetAlignment)
+	}
+	d.params, err = dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "params", Size: paramSlot * paramSlots,
+		Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("allocating the kernel parameter buffer: %w", err)
+	}
+	d.paramBytes = make([]byte, 0, paramSlot*paramSlots)
+	d.upload, err = dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "uploads", Size: uploadArena,
+		Usage: wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("allocating the upload buffer: %w", err)
+	}
+	return d, nil
+}
+
+// Info describes the device's adapter.
+func (d *Device) Info() Info { return d.info }
+
+// Limits returns the device's limits.
+func (d *Device) Limits() Limits { return d.limits }
+
+// Err returns the first error the device met, or nil.
+func (d *Device) Err() error { return d.err }
+
+func (d *Device) fail(err error) error {
+	if d.err == nil {
+		d.err = err
+	}
+	return d.err
+}
+
+// Close releases the device. Buffers and kernels made on it must not be used afterwards.
+func (d *Device) Close() {
+	if d.pass != nil {
+		_ = d.pass.End()
+		d.pass = nil
+	}
+	if d.enc != nil {
+		d.enc.DiscardEncoding()
+		d.enc = nil
+	}
+	for k, g := range d.groups {
+		g.Release()
+		delete(d.groups, k)
+	}
+	for id, b := range d.bufs {
+		b.Release()
+		delete(d.bufs, id)
+	}
+	d.bury()
+	for _, k := range d.kernels {
+		k.pipe.Release()
+		k.layout.Release()
+	}
+	if d.readback != nil {
+		d.readback.Release()
+	}
+	if d.upload != nil {
+		d.upload.Release()
+	}
+	if d.params != nil {
+		d.params.Release()
+	}
+	if d.dev != nil {
+		d.dev.Release()
+	}
+	if d.adapter != nil {
+		d.adapter.Release()
+	}
+	if d.inst != nil {
+		d.inst.Release()
+	}
+	*d = Device{err: errors.New("gpu: device closed")}
+}
+
+// Buffer is a handle to a storage buffer on the device. The device keeps the buffer itself,
+// keyed by the handle's id, so that its caches (bind groups) never keep a handle alive: a
+// handle the program drops is noticed by the garbage collector, and its buffer and the bind
+// groups that use it are released at the device's next call (see collect). Release frees a
+// buffer at once.
+type Buffer struct {
+	id      uint64
+	size    uint64
+	cleanup runtime.Cleanup
+}
+
+// Size reports the buffer's size in bytes.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// NewBuffer allocates a zero-filled storage buffer of at least n bytes (rounded up to 16).
+func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	d.collect()
+	size := max(16, (n+15)/16*16)
+	if size > d.limits.MaxBufferSize {
+		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's limit of %d bytes (%s)", size, d.limits.MaxBufferSize, d.info.Name)
+	}
+	wb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size,
+		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	if err != nil {
+		return nil, fmt.Errorf("allocating %d bytes on %s (out of GPU memory?): %w", size, d.info.Name, err)
+	}
+	// The binding reuses freed device memory without clearing it; clear it in the stream.
+	if err := d.encoder(); err != nil {
+		wb.Release()
+		return nil, err
+	}
+	d.endPass()
+	d.enc.ClearBuffer(wb, 0, size)
+	d.nextID++
+	b := &Buffer{id: d.nextID, size: size}
+	d.bufs[b.id] = wb
+	d.copyRole(b, copyDst)
+	dead := d.dead
+	b.cleanup = runtime.AddCleanup(b, func(id uint64) {
+		dead.mu.Lock()
+		dead.ids = append(dead.ids, id)
+		dead.mu.Unlock()
+	}, b.id)
+	return b, nil
+}
+
+// deadList collects the ids of buffers whose handles the garbage collector found unreachable.
+type deadList struct {
+	mu  sync.Mutex
+	ids []uint64
+}
+
+// collect releases the buffers of dropped or released handles. The binding refuses to submit
+// commands that use a released buffer, so this runs only while nothing is recorded; submitted
+// work keeps its buffers alive until it has run.
+func (d *Device) collect() {
+	if d.enc != nil {
+		return
+	}
+	d.dead.mu.Lock()
+	ids := d.dead.ids
+	d.dead.ids = nil
+	d.dead.mu.Unlock()
+	for _, id := range ids {
+		d.free(id)
+	}
+}
+
+// free drops buffer id and the bind groups that use it from the device's tables. They are
+// released after the next submit, so that no command buffer can see them released before it
+// is submitted (the binding rejects such a submit).
+func (d *Device) free(id uint64) {
+	wb := d.bufs[id]
+	if wb == nil {
+		return
+	}
+	for k, g := range d.groups {
+		for _, e := range k.binds[:k.n] {
+			if e.id == id {
+				d.graveGroups = append(d.graveGroups, g)
+				delete(d.groups, k)
+				break
+			}
+		}
+	}
+	d.graveBufs = append(d.graveBufs, wb)
+	delete(d.bufs, id)
+}
+
+// bury releases what free dropped before the last submit.
+func (d *Device) bury() {
+	for _, g := range d.graveGroups {
+		g.Release()
+	}
+	for _, b := range d.graveBufs {
+		b.Release()
+	}
+	clear(d.graveGroups)
+	clear(d.graveBufs)
+	d.graveGroups, d.graveBufs = d.graveGroups[:0], d.graveBufs[:0]
+}
+
+// Release frees b after the work recorded so far. Using b afterwards is an error.
+func (d *Device) Release(b *Buffer) {
+	if b == nil || d.bufs == nil {
+		return
+	}
+	b.cleanup.Stop()
+	d.dead.mu.Lock()
+	d.dead.ids = append(d.dead.ids, b.id)
+	d.dead.mu.Unlock()
+	d.collect()
+}
+
+// buffer returns the device buffer behind b, or nil if it was released.
+func (d *Device) buffer(b *Buffer) *wgpu.Buffer {
+	if b == nil {
+		return nil
+	}
+	return d.bufs[b.id]
+}
+
+// Write copies data (a multiple of 4 bytes) into b at byte offset off, ordered after every
+// command recorded so far. While commands are pending, small writes go through the upload
+// arena and a copy in the stream, so they do not force a submit; otherwise the queue writes
+// the buffer before the next submit.
+func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
+	if d.err != nil {
+		return d.err
+	}
+	if uint64(len(data)) > TransferChunk {
+		// In pieces, each submitted before the next is staged, so that the binding's staging
+		// memory stays small.
+		for i := uint64(0); i < uint64(len(data)); i += TransferChunk {
+			piece := data[i:min(i+TransferChunk, uint64(len(data)))]
+			if err := d.Write(b, off+i, piece); err != nil {
+				return err
+			}
+			if err := d.encoder(); err != nil {
+				return err
+			}
+			if err := d.Flush(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	wb := d.buffer(b)
+	if wb == nil {
+		return d.fail(errors.New("writing to a released buffer"))
+	}
+	if d.enc != nil {
+		at := uint64(len(d.upBytes))
+		if at+uint64(len(data)) <= uploadArena && d.copyRole(b, copyDst) {
+			d.upBytes = append(d.upBytes, data...)
+			d.endPass()
+			d.enc.CopyBufferToBuffer(d.upload, at, wb, off, uint64(len(data)))
+			return nil
+		}
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
+	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
+		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
+	}
+	return nil
+}
+
+// Read copies len(dst) bytes of b from byte offset off into dst after all recorded work has
+// run. off and len(dst) must be multiples of 4. Large reads go in pieces of TransferChunk.
+func (d *Device) Read(dst []byte, b *Buffer, off uint64) error {
+	for i := uint64(0); i < uint64(len(dst)); i += TransferChunk {
+		if err := d.readPiece(dst[i:min(i+TransferChunk, uint64(len(dst)))], b, off+i); err != nil {
+			return err
+		}
+	}
+	if len(dst) == 0 {
+		return d.Flush()
+	}
+	return nil
+}
+
+func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
+	if d.err != nil {
+		return d.err
+	}
+	n := uint64(len(dst))
+	if n == 0 {
+		return d.Flush()
+	}
+	size := (n + 15) / 16 * 16
+	src := d.buffer(b)
+	if src == nil {
+		return d.fail(errors.New("reading a released buffer"))
+	}
+	if !d.copyRole(b, copySrc) {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
+	if d.readback == nil || d.readback.Size() < size {
+		if d.readback != nil {
+			d.readback.Release()
+		}
+		rb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "readback", Size: max(size, 1<<16),
+			Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst})
+		if err != nil {
+			return d.fail(fmt.Errorf("allocating a %d-byte readback buffer: %w", size, err))
+		}
+		d.readback = rb
+	}
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	d.endPass()
+	d.enc.CopyBufferToBuffer(src, off, d.readback, 0, (n+3)/4*4)
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ReadTimeout)
+	defer cancel()
+	if err := d.readback.Map(ctx, wgpu.MapModeRead, 0, size); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
+		}
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	rng, err := d.readback.MappedRange(0, size)
+	if err != nil {
+		_ = d.readback.Unmap()
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	copy(dst, rng.Bytes())
+	rng.Release()
+	if err := d.readback.Unmap(); err != nil {
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	return nil
+}
+
+// Copy records a copy of n bytes from src at srcOff to dst at dstOff. Offsets and n must be
+// multiples of 4.
+func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n uint64) error {
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	wd, ws := d.buffer(dst), d.buffer(src)
+	if wd == nil || ws == nil {
+		return d.fail(errors.New("copying with a released buffer"))
+	}
+	if !d.copyRole(dst, copyDst) || !d.copyRole(src, copySrc) {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+		if err := d.encoder(); err != nil {
+			return err
+		}
+		d.copyRole(dst, copyDst)
+		d.copyRole(src, copySrc)
+	}
+	d.endPass()
+	d.enc.CopyBufferToBuffer(ws, srcOff, wd, dstOff, n)
+	return nil
+}
+
+// Kernel is a compiled compute pipeline whose bindings are a uniform parameter block at
+// @binding(0) and storage buffers at @binding(1..Buffers) of @group(0).
+type Kernel struct {
+	Name    string
+	Buffers int
+	pipe    *wgpu.ComputePipeline
+	layout  *wgpu.BindGroupLayout
+}
+
+// NewKernel compiles entry point entry of the WGSL source src. The shader's parameter block is
+// a uniform at @group(0) @binding(0) and its nbuf storage buffers (all read_write) follow at
+// bindings 1..nbuf.
+func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: name, WGSL: src})
+	if err != nil {
+		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
+	}
+	defer mod.Release()
+	entries := []wgpu.BindGroupLayoutEntry{{Binding: 0, Visibility: wgpu.ShaderStageCompute,
+		Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeUniform, MinBindingSize: paramSlot}}}
+	for i := 1; i <= nbuf; i++ {
+		entries = append(entries, wgpu.BindGroupLayoutEntry{Binding: uint32(i), Visibility: wgpu.ShaderStageCompute,
+			Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeStorage}})
+	}
+	bgl, err := d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: name, Entries: entries})
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: bind group layout: %w", name, err)
+	}
+	pl, err := d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: name, BindGroupLayouts: []*wgpu.BindGroupLayout{bgl}})
+	if err != nil {
+		return nil, fmt.Errorf("kernel %s: pipeline layout: %w", name, err)
+	}
+	defer pl.Release()
+	pipe, err := d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{Label: name, Layout: pl, Module: mod,
+		EntryPoint: entry})
+	if err != nil {
+		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
+	}
+	k := &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl}
+	d.kernels = append(d.kernels, k)
+	return k, nil
+}
+
+// Binding is a byte range of a buffer bound to a kernel; Size 0 means to the end.
+type Binding struct {
+	Buf       *Buffer
+	Off, Size uint64
+}
+
+const maxBinds = 8
+
+// groupKey identifies a bind group: the kernel, its parameter slot and its buffers. A
+// training step records the same dispatches in the same order every time, so its bind groups
+// are made in the first step and found in the cache afterwards. (Parameter slots are bound
+// at fixed offsets because the binding's Vulkan path does not honour dynamic offsets.)
+type groupKey struct {
+	k     *Kernel
+	slot  int
+	n     int
+	binds [maxBinds]boundRange
+}
+
+// boundRange is a Binding by buffer id, so that the cache holds no Buffer handle.
+type boundRange struct {
+	id, off, size uint64
+}
+
+// Dispatch records one run of k over x×y×z workgroups with the given parameter words and
+// storage bindings (in binding order 1..).
+func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z int) error {
+	if d.err != nil {
+		return d.err
+	}
+	if len(binds) != k.Buffers || len(binds) > maxBinds || len(params) > MaxParams {
+		return d.fail(fmt.Errorf("kernel %s: %d bindings and %d parameters, want %d and at most %d", k.Name, len(binds), len(params), k.Buffers, MaxParams))
+	}
+	if x == 0 || y == 0 || z == 0 {
+		return nil
+	}
+	lim := int(d.limits.MaxWorkgroupsPerDim)
+	if x > lim || y > lim || z > lim {
+		return d.fail(fmt.Errorf("kernel %s: %d×%d×%d workgroups exceed the device's %d per dimension", k.Name, x, y, z, lim))
+	}
+	if d.nparams == paramSlots {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
+	d.collect()
+	slot := d.nparams
+	key := groupKey{k: k, slot: slot, n: len(binds)}
+	var wbs [maxBinds]*wgpu.Buffer
+	for i, b := range binds {
+		if wbs[i] = d.buffer(b.Buf); wbs[i] == nil {
+			return d.fail(fmt.Errorf("kernel %s: binding %d uses a released buffer", k.Name, i+1))
+		}
+		if b.Size == 0 {
+			b.Size = b.Buf.size - b.Off
+		}
+		if b.Size > d.limits.MaxBindingSize {
+			return d.fail(fmt.Errorf("kernel %s: a binding of %d bytes exceeds the device's limit of %d", k.Name, b.Size, d.limits.MaxBindingSize))
+		}
+		key.binds[i] = boundRange{b.Buf.id, b.Off, b.Size}
+	}
+	g := d.groups[key]
+	if g == nil {
+		entries := make([]wgpu.BindGroupEntry, 0, len(binds)+1)
+		entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: d.params, Offset: uint64(slot * paramSlot), Size: paramSlot})
+		for i, b := range key.binds[:key.n] {
+			entries = append(entries, wgpu.BindGroupEntry{Binding: uint32(i + 1), Buffer: wbs[i], Offset: b.off, Size: b.size})
+		}
+		var err error
+		g, err = d.dev.CreateBindGroup(&wgpu.BindGroupDescriptor{Label: k.Name, Layout: k.layout, Entries: entries})
+		if err != nil {
+			return d.fail(fmt.Errorf("kernel %s: bind group: %w", k.Name, err))
+		}
+		d.groups[key] = g
+	}
+	if err := d.encoder(); err != nil {
+		return err
+	}
+	if d.pass == nil {
+		p, err := d.enc.BeginComputePass(nil)
+		if err != nil {
+			return d.fail(fmt.Errorf("beginning a compute pass: %w", err))
+		}
+		d.pass = p
+	}
+	d.nparams++
+	var block [paramSlot]byte
+	for i, v := range params {
+		binary.LittleEndian.PutUint32(block[4*i:], v)
+	}
+	d.paramBytes = append(d.paramBytes, block[:]...)
+	d.pass.SetPipeline(k.pipe)
+	d.pass.SetBindGroup(0, g, nil)
+	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
+	return nil
+}
+
+// Copy roles of a buffer within one command encoder. The binding tracks the copies of a whole
+// encoder as one usage scope and rejects a buffer that is both the source and the destination
+// of copies in it, so a copy that would do that starts a new submit.
+const (
+	copySrc = 1
+	copyDst = 2
+)
+
+// copyRole records that b takes part in a copy of the pending stream in role, and reports
+// false (recording nothing) if b already has the other role there.
+func (d *Device) copyRole(b *Buffer, role uint8) bool {
+	if r := d.copyRoles[b.id]; r != 0 && r != role {
+		return false
+	}
+	d.copyRoles[b.id] = role
+	return true
+}
+
+func (d *Device) encoder() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.enc != nil {
+		return nil
+	}
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return d.fail(fmt.Errorf("creating a command encoder: %w", err))
+	}
+	d.enc = enc
+	return nil
+}
+
+func (d *Device) endPass() {
+	if d.pass != nil {
+		if err := d.pass.End(); err != nil {
+			d.fail(fmt.Errorf("ending a compute pass: %w", err))
+		}
+		d.pass = nil
+	}
+}
+
+// Flush submits everything recorded so far as one command buffer, without waiting for it.
+func (d *Device) Flush() error {
+	if d.err != nil {
+		return d.err
+	}
+	if d.enc == nil {
+		return nil
+	}
+	d.endPass()
+	if len(d.paramBytes) > 0 {
+		if err := d.queue.WriteBuffer(d.params, 0, d.paramBytes); err != nil {
+			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
+		}
+	}
+	if len(d.upBytes) > 0 {
+		if err := d.queue.WriteBuffer(d.upload, 0, d.upBytes); err != nil {
+			return d.fail(fmt.Errorf("writing uploads: %w", err))
+		}
+		d.upBytes = d.upBytes[:0]
+	}
+	cb, err := d.enc.Finish()
+	d.enc = nil
+	clear(d.copyRoles)
+	d.paramBytes = d.paramBytes[:0]
+	d.nparams = 0
+	if err != nil {
+		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
+	}
+	if _, err := d.queue.Submit(cb); err != nil {
+		if errors.Is(err, wgpu.ErrDeviceLost) {
+			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
+		}
+		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
+	}
+	d.bury()
+	d.collect()
+	return nil
+}

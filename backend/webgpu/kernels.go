@@ -1,0 +1,372 @@
+package webgpu
+
+import (
+	"fmt"
+	"math"
+
+	"tinygpt/backend"
+	"tinygpt/backend/webgpu/internal/gpu"
+)
+
+// This file records the kernels: it picks the WGSL entry point, packs the parameter block in
+// the order of the shader's Params struct, binds the tensors in binding order and sizes the
+// grid. The math is in the .wgsl files.
+
+// f32 returns the bit pattern of v, for a parameter word.
+func f32(v float32) uint32 { return math.Float32bits(v) }
+
+func (be *Backend) elementwise(entry string, params []uint32, x, y, z *tensor, n int) {
+	if n == 0 {
+		return
+	}
+	be.run(be.kernel("elementwise", entry, 3, 0), params, []*tensor{x, y, z}, be.elemGroups(n), 1)
+}
+
+// Encoder implements backend.Backend.
+func (be *Backend) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int) {
+	N := B * T
+	be.run(be.kernel("encoder", "forward", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), uint32(pos0), 0},
+		[]*tensor{ten(out), ten(tok), ten(wte), ten(wpe)}, be.elemGroups(N*C), 1)
+}
+
+// EncoderBackward implements backend.Backend.
+func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C int) {
+	N := B * T
+	V := ten(dwte).n / C
+	be.run(be.kernel("encoder", "backward_wte", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(V)},
+		[]*tensor{ten(dwte), ten(tok), ten(dout), ten(dout)}, be.elemGroups(V*C), 1)
+	be.run(be.kernel("encoder", "backward_wpe", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(T)},
+		[]*tensor{ten(dwpe), ten(tok), ten(dout), ten(dout)}, be.elemGroups(T*C), 1)
+}
+
+// LayerNorm implements backend.Backend.
+func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int) {
+	x, y := be.grid(N)
+	be.run(be.kernel("layernorm", "forward", 6, 0), []uint32{uint32(N), uint32(C)},
+		[]*tensor{ten(out), ten(mean), ten(rstd), ten(in), ten(g), ten(b)}, x, y)
+}
+
+// LayerNormBackward implements backend.Backend.
+func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
+	x, y := be.grid(N)
+	be.run(be.kernel("layernorm", "backward_input", 6, 0), []uint32{uint32(N), uint32(C)},
+		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout)}, x, y)
+	be.run(be.kernel("layernorm", "backward_params", 6, 0), []uint32{uint32(N), uint32(C)},
+		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+15)/16, 1)
+}
+
+// bigTiles is the number of 128×128 output tiles from which MatMul uses the 8×8 register
+// blocked kernel: with fewer, the 64×64 kernel's four times as many workgroups keep more of
+// the GPU busy.
+const bigTiles = 64
+
+// MatMul implements backend.Backend. A product that overwrites C is held back one call: if
+// the next call adds a bias to C (a linear layer), both run as one dispatch (see AddBias and
+// settle). The arithmetic is that of the two kernels in turn.
+func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
+	be.settle()
+	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate,
+		big: ((M+127)/128)*((N+127)/128) >= bigTiles}
+	if accumulate {
+		be.recordMatmul(mm, nil)
+		return
+	}
+	be.mm = mm
+}
+
+// matmulCall is a matrix product waiting to be recorded.
+type matmulCall struct {
+	c, a, b         *tensor
+	M, N, K         int
+	l               backend.Layout
+	accumulate, big bool
+}
+
+// matmul records C = op(A)·op(B) with the 64×64-tile kernel or, if big, the 128×128 one.
+func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate, big bool) {
+	be.settle()
+	be.recordMatmul(&matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate, big: big}, nil)
+}
+
+// recordMatmul records mm, adding bias [N] to every row if bias is not nil.
+func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
+	acc, hasBias := uint32(0), uint32(0)
+	if mm.accumulate {
+		acc = 1
+	}
+	if bias != nil {
+		hasBias = 1
+	} else {
+		bias = mm.c
+	}
+	entry, tile := "main", 64
+	if mm.big {
+		entry, tile = "main8", 128
+	}
+	be.run(be.kernel("matmul", entry, 4, uint32(mm.l)), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias},
+		[]*tensor{mm.c, mm.a, mm.b, bias}, (mm.N+tile-1)/tile, (mm.M+tile-1)/tile)
+}
+
+// AddBias implements backend.Backend. Right after a product into out it is fused into it.
+func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
+	o := ten(out)
+	if mm := be.mm; mm != nil && mm.c.buf == o.buf && mm.c.off == o.off && mm.M == N && mm.N == C {
+		be.mm = nil
+		be.recordMatmul(mm, ten(bias))
+		return
+	}
+	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), ten(bias), N*C)
+}
+
+// BiasBackward implements backend.Backend.
+func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
+	d := ten(dout)
+	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
+		[]*tensor{ten(dbias), d, d, d, d, d}, (C+15)/16, 1)
+}
+
+// Linear implements backend.Backend: the product and bias run as one dispatch (see MatMul),
+// the GELU and its derivative as a second.
+func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
+	be.MatMul(out, in, w, N, OC, IC, backend.NN, false)
+	be.AddBias(out, bias, N, OC)
+	switch {
+	case act == nil:
+	case act == out:
+		be.GELU(out, out, N*OC)
+	default:
+		be.elementwise("gelu_both", []uint32{uint32(N * OC)}, ten(act), ten(out), ten(out), N*OC)
+	}
+}
+
+// Mul implements backend.Backend.
+func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
+	be.elementwise("mul", []uint32{uint32(n)}, ten(out), ten(a), ten(b), n)
+}
+
+// GELU implements backend.Backend.
+func (be *Backend) GELU(out, in backend.Tensor, n int) {
+	be.elementwise("gelu", []uint32{uint32(n)}, ten(out), ten(in), ten(in), n)
+}
+
+// GELUBackward implements backend.Backend.
+func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
+	be.elementwise("gelu_backward", []uint32{uint32(n)}, ten(din), ten(in), ten(dout), n)
+}
+
+// Add implements backend.Backend.
+func (be *Backend) Add(out, a, b backend.Tensor, n int) {
+	be.elementwise("add", []uint32{uint32(n)}, ten(out), ten(a), ten(b), n)
+}
+
+// Dropout implements backend.Backend.
+func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+	o, i := ten(out), ten(in)
+	if p == 0 {
+		if o.buf != i.buf || o.off != i.off {
+			be.Copy(out, in, n)
+		}
+		return
+	}
+	be.elementwise("dropout", []uint32{uint32(n), 0, 0, 0, f32(p), uint32(seed), uint32(seed >> 32)}, o, i, i, n)
+}
+
+// DropoutBackward implements backend.Backend: the same mask applied to the gradient.
+func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
+	be.Dropout(din, dout, n, p, seed)
+}
+
+// attnParams packs attention.wgsl's Params.
+func attnParams(B, NQ, TK, C, NH, P0 int, saveLSE bool) []uint32 {
+	hs := C / NH
+	s := uint32(0)
+	if saveLSE {
+		s = 1
+	}
+	return []uint32{uint32(B), uint32(NQ), uint32(TK), uint32(C), uint32(NH), uint32(hs), uint32(P0),
+		f32(float32(1 / math.Sqrt(float64(hs)))), s}
+}
+
+// attnKernel returns the attention entry compiled for head size C/NH.
+func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
+	hs := C / NH
+	switch {
+	case hs <= 64:
+		return be.kernel("attention", entry, 8, 64)
+	case hs <= 256:
+		return be.kernel("attention", entry, 8, 256)
+	}
+	be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
+	return nil
+}
+
+// attnGroups sizes a grid of 64-thread workgroups, one thread per (sequence, head, row).
+func (be *Backend) attnGroups(threads int) (int, int) { return be.grid((threads + 63) / 64) }
+
+// Attention implements backend.Backend.
+func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
+	x, y := be.attnGroups(B * NH * T)
+	o := ten(out)
+	be.run(be.attnKernel("forward", C, NH), attnParams(B, T, T, C, NH, 0, true),
+		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), o, o, o}, x, y)
+}
+
+// AttentionBackward implements backend.Backend.
+func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
+	D := be.scratchTensor("attnD", B*NH*T)
+	x, y := be.attnGroups(B * NH * T)
+	prm := attnParams(B, T, T, C, NH, 0, false)
+	be.run(be.attnKernel("backward_dq", C, NH), prm,
+		[]*tensor{ten(dq), D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
+	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
+		[]*tensor{ten(dk), ten(dv), ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
+}
+
+// AttentionDecode implements backend.Backend.
+func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Tensor, pos, C, NH int) {
+	kc, vc := ten(kcache), ten(vcache)
+	be.copyRows(kc, pos*C, ten(knew), C)
+	be.copyRows(vc, pos*C, ten(vnew), C)
+	x, y := be.attnGroups(NH)
+	o := ten(out)
+	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, kc.n/C, C, NH, pos, false),
+		[]*tensor{o, o, ten(q), kc, vc, o, o, o}, x, y)
+}
+
+// copyRows records dst[off:off+n] = src[0:n] as a buffer copy.
+func (be *Backend) copyRows(dst *tensor, off int, src *tensor, n int) {
+	be.settle()
+	if !be.ok() {
+		return
+	}
+	if dst.buf == nil || src.buf == nil {
+		be.fail(fmt.Errorf("copy with a released tensor"))
+		return
+	}
+	_ = be.dev.Copy(dst.buf, uint64(dst.off+off)*4, src.buf, uint64(src.off)*4, uint64(n)*4)
+}
+
+// CrossEntropy implements backend.Backend.
+func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
+	grad := uint32(0)
+	d := ten(logits)
+	if dlogits != nil {
+		grad, d = 1, ten(dlogits)
+	}
+	x, y := be.grid(N)
+	be.run(be.kernel("crossentropy", "main", 4, 0), []uint32{uint32(N), uint32(V), grad, f32(scale)},
+		[]*tensor{ten(losses), d, ten(logits), ten(targets)}, x, y)
+}
+
+// sumsqChunk is optim.wgsl's CHUNK: elements per partial sum.
+const sumsqChunk = 4096
+
+// SumSquares implements backend.Backend.
+func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
+	chunks := (n + sumsqChunk - 1) / sumsqChunk
+	if chunks == 0 {
+		return
+	}
+	part := be.scratchTensor("sumsq", chunks)
+	// Window by window (see Backend.window); each window's chunks write their partial sums at
+	// their global chunk index, so the result does not depend on the window size.
+	x0 := ten(x)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		xs := x0.view(o, w)
+		c := (w + sumsqChunk - 1) / sumsqChunk
+		pw := part.view(o/sumsqChunk, c)
+		gx, gy := be.grid(c)
+		be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, xs, xs, xs}, gx, gy)
+	}
+	part = part.view(0, chunks)
+	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, part, part, part}, 1, 1)
+}
+
+// AdamW implements backend.Backend. Calls are gathered: consecutive updates of views of the
+// same four buffers with the same settings (weight decay aside), as the optimizer makes one per
+// parameter, run as one dispatch of adamw_multi when the next other kernel, transfer or release
+// comes (see settle). The arithmetic per element is the same as one call's.
+func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+	if n == 0 {
+		return
+	}
+	u := adamUpdate{p: ten(p), g: ten(g), m: ten(m), v: ten(v), sumsq: ten(sumsq), n: n, h: h}
+	if be.mm != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
+		be.settle()
+	}
+	be.adam = append(be.adam, u)
+}
+
+// adamUpdate is one gathered AdamW call.
+type adamUpdate struct {
+	p, g, m, v, sumsq *tensor
+	n                 int
+	h                 backend.AdamParams
+}
+
+// joins reports whether u can run in one dispatch with a (the same buffers and settings).
+func (a adamUpdate) joins(u adamUpdate) bool {
+	ha, hu := a.h, u.h
+	ha.WeightDecay, hu.WeightDecay = 0, 0
+	return ha == hu && a.p.buf == u.p.buf && a.g.buf == u.g.buf && a.m.buf == u.m.buf && a.v.buf == u.v.buf &&
+		a.sumsq.buf == u.sumsq.buf && a.sumsq.off == u.sumsq.off
+}
+
+func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
+	bc1 := 1 - float32(math.Pow(float64(h.Beta1), float64(h.Step)))
+	bc2sqrt := float32(math.Sqrt(1 - math.Pow(float64(h.Beta2), float64(h.Step))))
+	return []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip), f32(bc1), f32(bc2sqrt)}
+}
+
+// settle records the held-back product and the gathered AdamW calls. Every other operation
+// calls it first, so they keep their place in the stream.
+func (be *Backend) settle() {
+	if mm := be.mm; mm != nil {
+		be.mm = nil
+		be.recordMatmul(mm, nil)
+	}
+	us := be.adam
+	if len(us) == 0 {
+		return
+	}
+	be.adam = be.adam[:0]
+	whole := func(t *tensor) *tensor { return &tensor{buf: t.buf, n: int(t.buf.Size() / 4)} }
+	u0 := us[0]
+	lim := be.dev.Limits().MaxBindingSize
+	fits := u0.p.buf != nil && u0.g.buf != nil && u0.m.buf != nil && u0.v.buf != nil
+	for _, t := range []*tensor{u0.p, u0.g, u0.m, u0.v} {
+		fits = fits && t.buf.Size() <= lim
+	}
+	if len(us) == 1 || !fits {
+		for _, u := range us {
+			be.run(be.kernel("optim", "adamw", 5, 0), adamParams(u.h, u.n, f32(u.h.WeightDecay)),
+				[]*tensor{u.p, u.g, u.m, u.v, u.sumsq}, be.elemGroups(u.n), 1)
+		}
+		return
+	}
+	segs := make([]int32, 0, 8*len(us))
+	total := 0
+	for _, u := range us {
+		segs = append(segs, int32(u.p.off), int32(u.g.off), int32(u.m.off), int32(u.v.off), int32(total), int32(u.n),
+			int32(math.Float32bits(u.h.WeightDecay)), 0)
+		total += u.n
+	}
+	table := be.scratchTensor("adamSegments", len(segs))
+	be.UploadInt(table, segs)
+	be.run(be.kernel("optim", "adamw_multi", 6, 0), adamParams(u0.h, total, uint32(len(us))),
+		[]*tensor{whole(u0.p), whole(u0.g), whole(u0.m), whole(u0.v), u0.sumsq, table}, be.elemGroups(total), 1)
+}
+
+// scratchTensor returns the backend's scratch tensor name with room for n elements.
+func (be *Backend) scratchTensor(name string, n int) *tensor {
+	t := be.scratch[name]
+	if t == nil || t.n < n {
+		if t != nil {
+			be.Release(t)
+		}
+		t = be.alloc(max(n, 64), false)
+		be.scratch[name] = t
+	}
+	return t
+}

@@ -1,0 +1,530 @@
+package webgpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
+	"tinygpt/backend/webgpu/internal/gpu"
+)
+
+// Every kernel is run on the GPU and on its CPU twin (package cpu, itself checked against
+// float64 references and finite differences) with the same random inputs. Outputs that a
+// kernel overwrites are prefilled with NaN on the GPU, so an element left unwritten fails.
+// Shapes are deliberately not multiples of the tile sizes. On a machine without a GPU adapter
+// the tests skip, except in CI (CI=true), where lavapipe is installed and a missing adapter is
+// a failure.
+
+var (
+	gpuOnce sync.Once
+	gpuBE   *Backend
+	gpuErr  error
+)
+
+// openGPU returns the shared GPU backend or skips the test.
+func openGPU(t testing.TB) *Backend {
+	t.Helper()
+	gpuOnce.Do(func() { gpuBE, gpuErr = New() })
+	if gpuErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no WebGPU adapter (is mesa-vulkan-drivers installed?): %v", gpuErr)
+		}
+		if errors.Is(gpuErr, ErrNoAdapter) {
+			t.Skipf("skipping: %v", gpuErr)
+		}
+		t.Fatalf("opening WebGPU: %v", gpuErr)
+	}
+	if err := gpuBE.Err(); err != nil {
+		t.Fatalf("GPU backend failed earlier: %v", err)
+	}
+	return gpuBE
+}
+
+var cpuBE = cpu.New()
+
+type pair struct {
+	g, c backend.Tensor
+}
+
+// env holds one test's tensors on both backends.
+type env struct {
+	t   *testing.T
+	g   *Backend
+	rng *rand.Rand
+}
+
+func newEnv(t *testing.T, seed uint64) *env {
+	return &env{t: t, g: openGPU(t), rng: rand.New(rand.NewPCG(seed, 7))}
+}
+
+func (e *env) randn(n int, scale float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(e.rng.NormFloat64() * scale)
+	}
+	return v
+}
+
+// in uploads the same values to both backends.
+func (e *env) in(v []float32) pair {
+	p := pair{e.g.Alloc(len(v)), cpuBE.Alloc(len(v))}
+	e.g.Upload(p.g, v)
+	cpuBE.Upload(p.c, v)
+	return p
+}
+
+// out allocates an output that the kernel overwrites: NaN on the GPU, zeros on the CPU.
+func (e *env) out(n int) pair {
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	p := pair{e.g.Alloc(n), cpuBE.Alloc(n)}
+	e.g.Upload(p.g, nan)
+	return p
+}
+
+func (e *env) ints(v []int32) pair {
+	p := pair{e.g.AllocInt(len(v)), cpuBE.AllocInt(len(v))}
+	e.g.UploadInt(p.g, v)
+	cpuBE.UploadInt(p.c, v)
+	return p
+}
+
+func (e *env) tokens(n, V int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(e.rng.IntN(V))
+	}
+	return v
+}
+
+// check compares the GPU and CPU contents of p: max|g−c| ≤ tol·max(1, max|c|), no NaN.
+func (e *env) check(what string, p pair, tol float64) {
+	e.t.Helper()
+	n := p.c.Len()
+	g := make([]float32, n)
+	c := make([]float32, n)
+	e.g.Download(g, p.g, 0)
+	cpuBE.Download(c, p.c, 0)
+	if err := e.g.Err(); err != nil {
+		e.t.Fatalf("%s: %v", what, err)
+	}
+	scale := 1.0
+	for _, v := range c {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	worst, at := 0.0, -1
+	for i := range c {
+		d := math.Abs(float64(g[i]) - float64(c[i]))
+		if g[i] != g[i] {
+			d = math.Inf(1)
+		}
+		if d > worst || at < 0 {
+			worst, at = d, i
+		}
+	}
+	if worst > tol*scale {
+		e.t.Errorf("%s: max difference %.3g at %d (gpu %.7g, cpu %.7g), tolerance %.3g", what, worst, at, g[at], c[at], tol*scale)
+	}
+}
+
+// TestMatMul runs both matrix-product kernels (64×64 tiles with 4×4 register blocks and
+// 128×128 tiles with 8×8) on every shape, layout and accumulate flag.
+func TestMatMul(t *testing.T) {
+	e := newEnv(t, 1)
+	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}}
+	for _, s := range shapes {
+		M, N, K := s[0], s[1], s[2]
+		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+			for _, v := range []struct {
+				acc, big bool
+			}{{false, false}, {true, false}, {false, true}, {true, true}} {
+				acc := v.acc
+				a := e.in(e.randn(M*K, 1))
+				b := e.in(e.randn(K*N, 1))
+				var c pair
+				if acc {
+					c = e.in(e.randn(M*N, 1))
+				} else {
+					c = e.out(M * N)
+				}
+				e.g.matmul(c.g, a.g, b.g, M, N, K, l, acc, v.big)
+				cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+				e.check(fmt.Sprintf("%dx%dx%d/%s/acc=%v/big=%v", M, N, K, l, acc, v.big), c, 1e-5*math.Sqrt(float64(K)))
+			}
+		}
+	}
+}
+
+func TestEncoder(t *testing.T) {
+	e := newEnv(t, 2)
+	const V = 256
+	for _, s := range [][4]int{{3, 7, 0, 37}, {2, 5, 11, 48}, {1, 1, 0, 1}} {
+		B, T, pos0, C := s[0], s[1], s[2], s[3]
+		ctx := pos0 + T
+		wte, wpe := e.in(e.randn(V*C, 1)), e.in(e.randn(ctx*C, 1))
+		tok := e.ints(e.tokens(B*T, V))
+		out := e.out(B * T * C)
+		e.g.Encoder(out.g, tok.g, wte.g, wpe.g, B, T, pos0, C)
+		cpuBE.Encoder(out.c, tok.c, wte.c, wpe.c, B, T, pos0, C)
+		e.check(fmt.Sprintf("encoder %v", s), out, 1e-6)
+		if pos0 != 0 {
+			continue
+		}
+		// Few distinct tokens, so that rows of dwte collect several contributions.
+		tk := e.ints(e.tokens(B*T, 3))
+		dwte, dwpe := e.in(e.randn(V*C, 1)), e.in(e.randn(ctx*C, 1))
+		dout := e.in(e.randn(B*T*C, 1))
+		e.g.EncoderBackward(dwte.g, dwpe.g, dout.g, tk.g, B, T, C)
+		cpuBE.EncoderBackward(dwte.c, dwpe.c, dout.c, tk.c, B, T, C)
+		e.check(fmt.Sprintf("encoder backward dwte %v", s), dwte, 1e-6)
+		e.check(fmt.Sprintf("encoder backward dwpe %v", s), dwpe, 1e-6)
+	}
+}
+
+func TestLayerNorm(t *testing.T) {
+	e := newEnv(t, 3)
+	for _, s := range [][2]int{{1, 1}, {7, 37}, {53, 48}, {13, 200}, {3, 64}} {
+		N, C := s[0], s[1]
+		in := e.in(e.randn(N*C, 2))
+		g, b := e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		out, mean, rstd := e.out(N*C), e.out(N), e.out(N)
+		e.g.LayerNorm(out.g, mean.g, rstd.g, in.g, g.g, b.g, N, C)
+		cpuBE.LayerNorm(out.c, mean.c, rstd.c, in.c, g.c, b.c, N, C)
+		name := fmt.Sprintf("layernorm %dx%d", N, C)
+		e.check(name+" out", out, 1e-5)
+		e.check(name+" mean", mean, 1e-5)
+		e.check(name+" rstd", rstd, 1e-5)
+
+		dout := e.in(e.randn(N*C, 1))
+		din, dg, db := e.in(e.randn(N*C, 1)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		e.g.LayerNormBackward(din.g, dg.g, db.g, dout.g, in.g, g.g, mean.g, rstd.g, N, C)
+		cpuBE.LayerNormBackward(din.c, dg.c, db.c, dout.c, in.c, g.c, mean.c, rstd.c, N, C)
+		e.check(name+" din", din, 1e-5)
+		e.check(name+" dg", dg, 1e-5)
+		e.check(name+" db", db, 1e-5)
+	}
+}
+
+func TestBiasGELUAdd(t *testing.T) {
+	e := newEnv(t, 4)
+	for _, s := range [][2]int{{1, 1}, {37, 53}, {5, 300}} {
+		N, C := s[0], s[1]
+		n := N * C
+		name := fmt.Sprintf("%dx%d", N, C)
+		out, bias := e.in(e.randn(n, 1)), e.in(e.randn(C, 1))
+		e.g.AddBias(out.g, bias.g, N, C)
+		cpuBE.AddBias(out.c, bias.c, N, C)
+		e.check("add bias "+name, out, 1e-6)
+
+		dbias, dout := e.in(e.randn(C, 1)), e.in(e.randn(n, 1))
+		e.g.BiasBackward(dbias.g, dout.g, N, C)
+		cpuBE.BiasBackward(dbias.c, dout.c, N, C)
+		e.check("bias backward "+name, dbias, 1e-5)
+
+		x := e.in(e.randn(n, 3))
+		y := e.out(n)
+		e.g.GELU(y.g, x.g, n)
+		cpuBE.GELU(y.c, x.c, n)
+		e.check("gelu "+name, y, 2e-6)
+
+		d := e.in(e.randn(n, 1))
+		dx := e.out(n)
+		e.g.GELUBackward(dx.g, x.g, d.g, n)
+		cpuBE.GELUBackward(dx.c, x.c, d.c, n)
+		e.check("gelu backward "+name, dx, 2e-6)
+		e.g.GELUBackward(d.g, x.g, d.g, n) // in place
+		cpuBE.GELUBackward(d.c, x.c, d.c, n)
+		e.check("gelu backward in place "+name, d, 2e-6)
+		e.g.GELU(x.g, x.g, n) // in place
+		cpuBE.GELU(x.c, x.c, n)
+		e.check("gelu in place "+name, x, 2e-6)
+
+		a, b, sum := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.out(n)
+		e.g.Add(sum.g, a.g, b.g, n)
+		cpuBE.Add(sum.c, a.c, b.c, n)
+		e.check("add "+name, sum, 1e-6)
+	}
+}
+
+func TestDropout(t *testing.T) {
+	e := newEnv(t, 5)
+	for _, p := range []float32{0, 0.1, 0.5} {
+		for _, seed := range []uint64{0, 42, 0xDEADBEEFCAFEF00D} {
+			n := 5000
+			x := e.in(e.randn(n, 1))
+			y := e.out(n)
+			e.g.Dropout(y.g, x.g, n, p, seed)
+			cpuBE.Dropout(y.c, x.c, n, p, seed)
+			e.check(fmt.Sprintf("dropout p=%v seed=%x", p, seed), y, 0) // the same mask, exactly
+			dy := e.in(e.randn(n, 1))
+			dx := e.out(n)
+			e.g.DropoutBackward(dx.g, dy.g, n, p, seed)
+			cpuBE.DropoutBackward(dx.c, dy.c, n, p, seed)
+			e.check(fmt.Sprintf("dropout backward p=%v seed=%x", p, seed), dx, 0)
+			e.g.Dropout(x.g, x.g, n, p, seed) // in place
+			cpuBE.Dropout(x.c, x.c, n, p, seed)
+			e.check(fmt.Sprintf("dropout in place p=%v seed=%x", p, seed), x, 0)
+		}
+	}
+}
+
+func TestAttention(t *testing.T) {
+	e := newEnv(t, 6)
+	// B, T, C, NH: head sizes 16, 32, 37 (odd) and 100 (the wide-head kernel).
+	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 1, 64, 2}, {3, 13, 74, 2}, {1, 9, 100, 1}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		n := B * T * C
+		q, k, v := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.in(e.randn(n, 1))
+		out, lse := e.out(n), e.out(B*NH*T)
+		e.g.Attention(out.g, lse.g, q.g, k.g, v.g, B, T, C, NH)
+		cpuBE.Attention(out.c, lse.c, q.c, k.c, v.c, B, T, C, NH)
+		name := fmt.Sprintf("attention %v", s)
+		e.check(name+" out", out, 1e-5)
+		e.check(name+" lse", lse, 1e-5)
+
+		dout := e.in(e.randn(n, 1))
+		dq, dk, dv := e.out(n), e.out(n), e.out(n)
+		e.g.AttentionBackward(dq.g, dk.g, dv.g, dout.g, q.g, k.g, v.g, out.g, lse.g, B, T, C, NH)
+		cpuBE.AttentionBackward(dq.c, dk.c, dv.c, dout.c, q.c, k.c, v.c, out.c, lse.c, B, T, C, NH)
+		e.check(name+" dq", dq, 2e-5)
+		e.check(name+" dk", dk, 2e-5)
+		e.check(name+" dv", dv, 2e-5)
+	}
+}
+
+func TestAttentionDecode(t *testing.T) {
+	e := newEnv(t, 7)
+	const ctx, C, NH = 11, 48, 3
+	kc, vc := e.in(e.randn(ctx*C, 1)), e.in(e.randn(ctx*C, 1))
+	for pos := range ctx {
+		q, kn, vn := e.in(e.randn(C, 1)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		out := e.out(C)
+		e.g.AttentionDecode(out.g, q.g, kn.g, vn.g, kc.g, vc.g, pos, C, NH)
+		cpuBE.AttentionDecode(out.c, q.c, kn.c, vn.c, kc.c, vc.c, pos, C, NH)
+		e.check(fmt.Sprintf("decode pos %d", pos), out, 1e-5)
+	}
+	e.check("decode k cache", kc, 0)
+	e.check("decode v cache", vc, 0)
+}
+
+func TestCrossEntropy(t *testing.T) {
+	e := newEnv(t, 8)
+	for _, s := range [][2]int{{1, 1}, {37, 256}, {5, 300}, {3, 53}} {
+		N, V := s[0], s[1]
+		name := fmt.Sprintf("cross-entropy %dx%d", N, V)
+		x := e.randn(N*V, 3)
+		logits, tg := e.in(x), e.ints(e.tokens(N, V))
+		losses := e.out(N)
+		e.g.CrossEntropy(losses.g, nil, logits.g, tg.g, N, V, 0)
+		cpuBE.CrossEntropy(losses.c, nil, logits.c, tg.c, N, V, 0)
+		e.check(name+" loss", losses, 1e-5)
+		e.check(name+" logits untouched", logits, 0)
+
+		d, l2 := e.out(N*V), e.out(N)
+		e.g.CrossEntropy(l2.g, d.g, logits.g, tg.g, N, V, 0.25)
+		cpuBE.CrossEntropy(l2.c, d.c, logits.c, tg.c, N, V, 0.25)
+		e.check(name+" loss with grad", l2, 1e-5)
+		e.check(name+" dlogits", d, 1e-6)
+
+		l3 := e.out(N)
+		e.g.CrossEntropy(l3.g, logits.g, logits.g, tg.g, N, V, 1/float32(N)) // in place
+		cpuBE.CrossEntropy(l3.c, logits.c, logits.c, tg.c, N, V, 1/float32(N))
+		e.check(name+" loss in place", l3, 1e-5)
+		e.check(name+" dlogits in place", logits, 1e-6)
+	}
+}
+
+func TestSumSquaresAdamW(t *testing.T) {
+	e := newEnv(t, 9)
+	// A flat tensor with two aligned parameter views, as the optimizer uses it.
+	sizes := []int{5000, 37}
+	offs := []int{0, 5056}
+	flat := offs[1] + 64
+	for _, clip := range []float32{0, 1, 1e6} {
+		for _, gscale := range []float64{0.001, 1} {
+			p, g := e.in(e.randn(flat, 1)), e.in(e.randn(flat, gscale))
+			m, v := e.in(e.randn(flat, 0.1)), e.in(e.randn(flat, 0.1))
+			vv := make([]float32, flat)
+			cpuBE.Download(vv, v.c, 0)
+			for i := range vv {
+				vv[i] = vv[i] * vv[i] // second moments are not negative
+			}
+			e.g.Upload(v.g, vv)
+			cpuBE.Upload(v.c, vv)
+			sumsq := e.in([]float32{0.5})
+			e.g.SumSquares(sumsq.g, g.g, flat)
+			cpuBE.SumSquares(sumsq.c, g.c, flat)
+			name := fmt.Sprintf("clip %v grad scale %v", clip, gscale)
+			e.check(name+" sum of squares", sumsq, 1e-5)
+			for i, n := range sizes {
+				h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1 * float32(i), Clip: clip, Step: 3}
+				view := func(q pair) pair {
+					return pair{e.g.Slice(q.g, offs[i], n), cpuBE.Slice(q.c, offs[i], n)}
+				}
+				pv, gv, mv, vv := view(p), view(g), view(m), view(v)
+				e.g.AdamW(pv.g, gv.g, mv.g, vv.g, sumsq.g, n, h)
+				cpuBE.AdamW(pv.c, gv.c, mv.c, vv.c, sumsq.c, n, h)
+			}
+			e.check(name+" p", p, 1e-5)
+			e.check(name+" m", m, 1e-5)
+			e.check(name+" v", v, 1e-5)
+			// A lone call (not gathered with others) takes the single-tensor kernel.
+			h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip, Step: 4}
+			e.g.AdamW(e.g.Slice(p.g, 64, 100), e.g.Slice(g.g, 64, 100), e.g.Slice(m.g, 64, 100), e.g.Slice(v.g, 64, 100), sumsq.g, 100, h)
+			cpuBE.AdamW(cpuBE.Slice(p.c, 64, 100), cpuBE.Slice(g.c, 64, 100), cpuBE.Slice(m.c, 64, 100), cpuBE.Slice(v.c, 64, 100), sumsq.c, 100, h)
+			e.check(name+" p after a lone update", p, 1e-5)
+		}
+	}
+}
+
+func TestZeroCopySlice(t *testing.T) {
+	e := newEnv(t, 10)
+	x := e.in(e.randn(300, 1))
+	y := e.out(300)
+	e.g.Copy(y.g, x.g, 300)
+	cpuBE.Copy(y.c, x.c, 300)
+	e.g.Zero(e.g.Slice(y.g, 128, 100), 100)
+	cpuBE.Zero(cpuBE.Slice(y.c, 128, 100), 100)
+	e.check("copy and zero through a slice", y, 0)
+	got := make([]float32, 5)
+	e.g.Download(got, y.g, 100)
+	want := make([]float32, 5)
+	cpuBE.Download(want, y.c, 100)
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("download at an offset: got %v, want %v", got, want)
+		}
+	}
+}
+
+// Alloc must return zeros even where the device reuses the memory of a released tensor.
+func TestAllocIsZeroAfterRelease(t *testing.T) {
+	g := openGPU(t)
+	const n = 1000
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	for range 5 {
+		x := g.Alloc(n)
+		g.Upload(x, nan)
+		g.Release(x)
+		y := g.Alloc(n)
+		got := make([]float32, n)
+		g.Download(got, y, 0)
+		for i, v := range got {
+			if v != 0 {
+				t.Fatalf("element %d of a new tensor is %v, want 0", i, v)
+			}
+		}
+		g.Release(y)
+	}
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tensor larger than the device allows is an error kept by the backend, not a panic: later
+// kernels do nothing and downloads read NaN, so a training loop stops at a non-finite loss and
+// the command reports Err.
+func TestOutOfMemoryIsAnError(t *testing.T) {
+	openGPU(t) // skips without an adapter
+	be, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	small := be.Alloc(10)
+	huge := be.Alloc(int(be.Limits().MaxBufferSize/4) + 1024)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "exceeds the device's limit") {
+		t.Fatalf("Err after an oversized Alloc: %v", err)
+	}
+	be.Zero(huge, 10)
+	be.GELU(small, small, 10)
+	got := make([]float32, 3)
+	be.Download(got, small, 0)
+	for _, v := range got {
+		if v == v {
+			t.Fatalf("download after a failure read %v, want NaN", got)
+		}
+	}
+}
+
+// Whole-tensor kernels (Zero, Copy, SumSquares) split tensors longer than the device's binding
+// limit into windows. With the window forced down to its smallest size, a tensor of several
+// windows plus a ragged end must give the same results as in one piece.
+func TestWindows(t *testing.T) {
+	e := newEnv(t, 11)
+	saved := e.g.window
+	defer func() { e.g.window = saved }()
+	n := 2*windowAlign + 12345
+	x := e.in(e.randn(n, 1))
+	want := e.in([]float32{0.25})
+	e.g.SumSquares(want.g, x.g, n) // in one piece
+	e.g.window = windowAlign
+	got := e.in([]float32{0.25})
+	e.g.SumSquares(got.g, x.g, n)
+	cpuBE.SumSquares(got.c, x.c, n)
+	e.check("sum of squares in windows", got, 1e-5)
+	gw, gg := make([]float32, 1), make([]float32, 1)
+	e.g.Download(gw, want.g, 0)
+	e.g.Download(gg, got.g, 0)
+	if gw[0] != gg[0] {
+		t.Errorf("sum of squares in windows %v, in one piece %v: the order changed", gg[0], gw[0])
+	}
+	y := e.out(n)
+	e.g.Copy(y.g, x.g, n)
+	cpuBE.Copy(y.c, x.c, n)
+	e.check("copy in windows", y, 0)
+	e.g.Zero(e.g.Slice(y.g, 64, n-100), n-100)
+	cpuBE.Zero(cpuBE.Slice(y.c, 64, n-100), n-100)
+	e.check("zero in windows", y, 0)
+}
+
+// Uploads and downloads larger than gpu.TransferChunk move in pieces.
+func TestTransferInPieces(t *testing.T) {
+	e := newEnv(t, 12)
+	saved := gpu.TransferChunk
+	gpu.TransferChunk = 1024
+	defer func() { gpu.TransferChunk = saved }()
+	n := 5000
+	x := e.in(e.randn(n, 1)) // uploaded in pieces, while the allocation's clear is pending
+	e.check("upload in pieces", x, 0)
+	y := e.out(n)
+	e.g.Copy(y.g, x.g, n)
+	cpuBE.Copy(y.c, x.c, n)
+	e.check("download in pieces", y, 0)
+}
+
+// A product followed by a bias on its output (a linear layer) runs fused; a bias elsewhere, or
+// after an accumulating product, runs on its own. Both must equal the CPU's two kernels.
+func TestLinearFusion(t *testing.T) {
+	e := newEnv(t, 13)
+	const M, N, K = 37, 53, 29
+	for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+		for _, acc := range []bool{false, true} {
+			a, b, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 1)), e.in(e.randn(N, 1))
+			c, other := e.in(e.randn(M*N, 1)), e.in(e.randn(M*N, 1))
+			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
+			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+			e.g.AddBias(c.g, bias.g, M, N)
+			cpuBE.AddBias(c.c, bias.c, M, N)
+			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc) // then a bias on another tensor
+			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+			e.g.AddBias(other.g, bias.g, M, N)
+			cpuBE.AddBias(other.c, bias.c, M, N)
+			name := fmt.Sprintf("%s/acc=%v", l, acc)
+			e.check(name+" product", c, 1e-5*math.Sqrt(K))
+			e.check(name+" other", other, 1e-6)
+		}
+	}
+}

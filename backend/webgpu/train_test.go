@@ -1,0 +1,204 @@
+package webgpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
+	"tinygpt/data"
+	"tinygpt/gpt"
+	"tinygpt/train"
+)
+
+// Whole-model tests: the same run on both backends must follow the same loss trajectory, the
+// GPU must overfit a short text, and a checkpoint saved on one backend resumes on the other.
+
+func trajectoryOptions() train.Options {
+	p, _ := gpt.PresetByName("tiny")
+	o := train.DefaultOptions(p)
+	o.Model = gpt.Config{Layers: 2, DModel: 48, Heads: 3, Ctx: 32, DMlp: 192}
+	o.Batch, o.Steps, o.LR = 4, 50, 3e-3
+	o.Schedule, o.Warmup, o.MinLR, o.Dropout = train.Cosine, 5, 3e-4, 0.1
+	return o
+}
+
+func trajectoryCorpus() data.Corpus {
+	return data.Builtin()
+}
+
+func runSteps(t *testing.T, tr *train.Trainer, n int) []train.StepResult {
+	t.Helper()
+	var out []train.StepResult
+	for range n {
+		r, err := tr.TrainStep()
+		if err != nil {
+			if g, ok := tr.Model.Backend().(*Backend); ok && g.Err() != nil {
+				err = fmt.Errorf("%w (backend: %v)", err, g.Err())
+			}
+			t.Fatalf("step %d on %s: %v", tr.Step()+1, tr.Model.Backend().Name(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Same seed, same data: the GPU and CPU runs must agree to float32 reordering noise at every
+// one of 50 steps (dropout, cosine schedule with warmup and clipping included). The issue asks
+// for 1e-3 relative; the test holds both runs to DESIGN.md's 1e-4 (lavapipe measures 4e-8),
+// which also catches a missing clip (1e-3 after a few clipped steps).
+func TestTrajectoryMatchesCPU(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	corpus := trajectoryCorpus()
+	tc, err := train.New(cpu.New(), o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := train.New(g, o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := runSteps(t, tc, o.Steps)
+	rg := runSteps(t, tg, o.Steps)
+	worst := 0.0
+	clipped := 0
+	for i := range rc {
+		rel := math.Abs(rg[i].Loss-rc[i].Loss) / math.Abs(rc[i].Loss)
+		worst = math.Max(worst, rel)
+		if rel > 1e-4 {
+			t.Errorf("step %d: gpu loss %.6f, cpu %.6f (relative difference %.2g > 1e-4)", i+1, rg[i].Loss, rc[i].Loss, rel)
+		}
+		if rc[i].GradNorm > float64(o.Clip) {
+			clipped++
+		}
+		if d := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; d > 1e-4 {
+			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", i+1, rg[i].GradNorm, rc[i].GradNorm)
+		}
+	}
+	t.Logf("loss %.4f → %.4f (cpu %.4f), worst relative difference %.2g; %d steps clipped", rg[0].Loss, rg[len(rg)-1].Loss, rc[len(rc)-1].Loss, worst, clipped)
+	if clipped == 0 {
+		t.Errorf("no step was clipped; the test does not cover clipping")
+	}
+	if !(rc[len(rc)-1].Loss < rc[0].Loss-0.5) {
+		t.Errorf("the loss fell only from %.4f to %.4f; the run does not learn", rc[0].Loss, rc[len(rc)-1].Loss)
+	}
+}
+
+// The overfit gate on the GPU: a small model on a short repeated text goes from about ln 256 to
+// below 0.5. (Smaller than the CPU gate's tiny preset, so that lavapipe runs it in seconds.)
+func TestOverfitGateGPU(t *testing.T) {
+	g := openGPU(t)
+	p, _ := gpt.PresetByName("tiny")
+	o := train.DefaultOptions(p)
+	o.Model = gpt.Config{Layers: 2, DModel: 32, Heads: 2, Ctx: 16, DMlp: 128}
+	o.Batch, o.Steps, o.LR = 8, 80, 6e-3
+	text := strings.Repeat("the cat sat on the mat. ", 40)
+	tr, err := train.New(g, o, data.Corpus{Text: []byte(text), Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := runSteps(t, tr, o.Steps)
+	first, last := rs[0].Loss, rs[len(rs)-1].Loss
+	t.Logf("loss %.4f → %.4f", first, last)
+	if math.Abs(first-math.Log(256)) > 0.1 {
+		t.Errorf("first loss %.4f, want about ln 256 = 5.545", first)
+	}
+	if !(last < 0.5) {
+		t.Errorf("after %d steps the loss is %.4f, want < 0.5", o.Steps, last)
+	}
+	v, err := tr.Evaluate()
+	if err != nil || math.IsNaN(v) {
+		t.Fatalf("validation on the GPU: %v, %v", v, err)
+	}
+}
+
+// A checkpoint written on one backend resumes on the other: 10 steps on the GPU, saved, then
+// 10 more on the CPU (and the reverse), agree with 20 straight steps on the CPU.
+func TestCheckpointCrossBackend(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	o.Steps = 20
+	corpus := trajectoryCorpus()
+	straight, err := train.New(cpu.New(), o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runSteps(t, straight, 20)
+	for _, order := range [][2]backend.Backend{{g, cpu.New()}, {cpu.New(), g}} {
+		first, err := train.New(order[0], o, corpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, first, 10)
+		f, err := first.File(order[0].Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := train.Resume(order[1], f, train.ResumeOptions{})
+		if err != nil {
+			t.Fatalf("resuming a %s checkpoint on %s: %v", order[0].Name(), order[1].Name(), err)
+		}
+		got := runSteps(t, second, 10)
+		for i, r := range got {
+			w := want[10+i].Loss
+			if rel := math.Abs(r.Loss-w) / w; rel > 1e-3 {
+				t.Errorf("%s→%s step %d: loss %.6f, straight cpu run %.6f", order[0].Name(), order[1].Name(), r.Step, r.Loss, w)
+			}
+		}
+	}
+}
+
+// Generation with the key/value cache gives the CPU's logits at every position, through the
+// single-token decode path and the sliding-window refill.
+func TestGenerateMatchesCPU(t *testing.T) {
+	g := openGPU(t)
+	c := gpt.Config{Layers: 2, DModel: 48, Heads: 3, Ctx: 8, DMlp: 192}
+	w := gpt.InitWeights(c, 5)
+	for i := range w {
+		w[i] *= 20 // sharper distributions than at init
+	}
+	var gens []*gpt.Generator
+	for _, be := range []backend.Backend{g, cpu.New()} {
+		m, err := gpt.New(be, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetWeights(w); err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, m.NewGenerator())
+	}
+	lg, err := gens[0].Reset([]int32{'a', 'b'})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, _ := gens[1].Reset([]int32{'a', 'b'})
+	for step := range 12 { // past Ctx, so the window slides
+		worst := 0.0
+		for i := range lc {
+			worst = math.Max(worst, math.Abs(float64(lg[i]-lc[i])))
+		}
+		if worst > 1e-3 || math.IsNaN(worst) {
+			t.Fatalf("step %d: logits differ by %.3g", step, worst)
+		}
+		tok := int32(argmax(lc))
+		lg, err = gens[0].Push(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc, _ = gens[1].Push(tok)
+	}
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

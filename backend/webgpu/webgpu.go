@@ -1,0 +1,320 @@
+// Package webgpu is the GPU backend: every kernel of package backend as a WGSL compute shader,
+// run natively through WebGPU (Vulkan on Linux and Windows, Metal on macOS) by the pure-Go
+// binding github.com/gogpu/wgpu, with no cgo.
+//
+// Tensors are device buffers; kernels are recorded into one command stream that is submitted
+// when the host next needs a result (Download) or writes new data (Upload), so a training step
+// runs as one submit. The WGSL sources live in wgsl/, one file per kernel family, and each
+// kernel has a CPU twin in package cpu that the tests compare it with.
+//
+// The backend.Backend interface has no error results, so failures (out of GPU memory, a lost
+// device, a readback that never completes) are sticky: the first is kept and reported by Err,
+// every later kernel does nothing, and Download fills its destination with NaN so that a
+// training loop stops at the non-finite loss. Callers check Err to say why.
+package webgpu
+
+import (
+	"embed"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"tinygpt/backend"
+	"tinygpt/backend/webgpu/internal/gpu"
+)
+
+//go:embed wgsl/*.wgsl
+var shaders embed.FS
+
+// ErrNoAdapter is returned by New when the machine has no usable GPU adapter.
+var ErrNoAdapter = gpu.ErrNoAdapter
+
+// tensor is a range of a device buffer, in 4-byte elements.
+type tensor struct {
+	buf   *gpu.Buffer
+	off   int // elements
+	n     int
+	isInt bool
+	owner bool // made by Alloc (not a Slice view): Release frees the buffer
+}
+
+func (t *tensor) Len() int { return t.n }
+
+// view returns elements [off, off+n) of t.
+func (t *tensor) view(off, n int) *tensor {
+	return &tensor{buf: t.buf, off: t.off + off, n: n, isInt: t.isInt}
+}
+
+func (t *tensor) bind() gpu.Binding {
+	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
+}
+
+// Backend is the WebGPU implementation of backend.Backend.
+type Backend struct {
+	dev     *gpu.Device
+	kernels map[string]*gpu.Kernel
+	scratch map[string]*tensor // partial sums, attention's D
+	err     error
+	hostBuf []byte
+
+	mm   *matmulCall  // a product held back to fuse with a bias (see MatMul, settle)
+	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
+
+	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds
+	// at once: the device's binding limit, in whole multiples of windowAlign. Longer tensors
+	// (a large model's flat weights and gradients) are processed window by window.
+	window int
+}
+
+// windowAlign is the granularity of windows: a whole number of SumSquares chunks whose partial
+// sums start at a 256-byte aligned offset (64 chunks of 4096 elements, 1 MB).
+const windowAlign = 64 * sumsqChunk
+
+// New opens the highest-performance GPU adapter. It returns an error wrapping ErrNoAdapter when
+// there is none.
+func New() (*Backend, error) {
+	dev, err := gpu.Open()
+	if err != nil {
+		return nil, err
+	}
+	be := &Backend{dev: dev, kernels: map[string]*gpu.Kernel{}, scratch: map[string]*tensor{}}
+	be.window = max(windowAlign, int(dev.Limits().MaxBindingSize/4)/windowAlign*windowAlign)
+	return be, nil
+}
+
+// Close releases the device. The backend and its tensors must not be used afterwards.
+func (be *Backend) Close() {
+	be.dev.Close()
+}
+
+// Err returns the first error the backend met (out of memory, a lost device), or nil.
+func (be *Backend) Err() error {
+	if be.err != nil {
+		return be.err
+	}
+	return be.dev.Err()
+}
+
+func (be *Backend) fail(err error) {
+	if be.err == nil && be.dev.Err() == nil {
+		be.err = fmt.Errorf("webgpu: %w", err)
+	}
+}
+
+// Software reports whether the adapter is a CPU implementation (lavapipe, SwiftShader).
+func (be *Backend) Software() bool { return be.dev.Info().Software }
+
+// Limits returns the device limits the backend works within.
+func (be *Backend) Limits() gpu.Limits { return be.dev.Limits() }
+
+// Name implements backend.Backend.
+func (be *Backend) Name() string { return "webgpu" }
+
+// Describe implements backend.Backend.
+func (be *Backend) Describe() string {
+	i := be.dev.Info()
+	return fmt.Sprintf("webgpu: %s (%s, %s)", i.Name, i.DeviceType, i.Backend)
+}
+
+// kernel returns the compiled kernel entry of file (compiling it the first time). For the
+// matmul family variant is the layout; for attention, the head-size bound.
+func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Kernel {
+	key := fmt.Sprintf("%s/%s/%d", file, entry, variant)
+	if k := be.kernels[key]; k != nil {
+		return k
+	}
+	src, err := shaders.ReadFile("wgsl/" + file + ".wgsl")
+	if err != nil {
+		be.fail(err)
+		return nil
+	}
+	code := string(src)
+	switch file {
+	case "matmul":
+		code = strings.ReplaceAll(code, "LAYOUTu", fmt.Sprintf("%du", variant))
+	case "attention":
+		code = strings.ReplaceAll(code, "HSMAXu", fmt.Sprintf("%du", variant))
+	}
+	k, err := be.dev.NewKernel(key, code, entry, nbuf)
+	if err != nil {
+		be.fail(err)
+		return nil
+	}
+	be.kernels[key] = k
+	return k
+}
+
+// ok reports whether work can go on.
+func (be *Backend) ok() bool { return be.Err() == nil }
+
+// run records one dispatch of a kernel.
+func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
+	be.settle()
+	if k == nil || !be.ok() {
+		return
+	}
+	binds := make([]gpu.Binding, len(ts))
+	for i, t := range ts {
+		if t == nil || t.buf == nil {
+			be.fail(fmt.Errorf("kernel %s: tensor %d is released or was never allocated", k.Name, i))
+			return
+		}
+		binds[i] = t.bind()
+	}
+	_ = be.dev.Dispatch(k, params, binds, x, y, 1) // errors are sticky in the device
+}
+
+// grid splits n workgroups into an x×y grid within the per-dimension limit.
+func (be *Backend) grid(n int) (x, y int) {
+	lim := int(be.dev.Limits().MaxWorkgroupsPerDim)
+	if n <= lim {
+		return max(n, 1), 1
+	}
+	y = (n + lim - 1) / lim
+	return (n + y - 1) / y, y
+}
+
+// elemGroups is the number of 256-thread workgroups for an elementwise loop over n elements
+// (each thread strides over the rest).
+func (be *Backend) elemGroups(n int) int {
+	return max(1, min((n+255)/256, int(be.dev.Limits().MaxWorkgroupsPerDim)))
+}
+
+func ten(t backend.Tensor) *tensor { return t.(*tensor) }
+
+// alloc returns a zero-filled tensor of n elements.
+func (be *Backend) alloc(n int, isInt bool) *tensor {
+	t := &tensor{n: n, isInt: isInt, owner: true}
+	if !be.ok() {
+		return t
+	}
+	b, err := be.dev.NewBuffer(uint64(n) * 4)
+	if err != nil {
+		be.fail(err)
+		return t
+	}
+	t.buf = b
+	return t
+}
+
+// Alloc implements backend.Backend.
+func (be *Backend) Alloc(n int) backend.Tensor { return be.alloc(n, false) }
+
+// AllocInt implements backend.Backend.
+func (be *Backend) AllocInt(n int) backend.Tensor { return be.alloc(n, true) }
+
+// Slice implements backend.Backend.
+func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
+	if off%backend.SliceAlign != 0 {
+		panic(fmt.Sprintf("webgpu: Slice offset %d is not a multiple of %d", off, backend.SliceAlign))
+	}
+	p := ten(t)
+	if off+n > p.n {
+		panic(fmt.Sprintf("webgpu: Slice [%d:%d] of a tensor of %d elements", off, off+n, p.n))
+	}
+	return &tensor{buf: p.buf, off: p.off + off, n: n, isInt: p.isInt}
+}
+
+func (be *Backend) write(t *tensor, words int, put func(b []byte)) {
+	be.settle()
+	if !be.ok() || words == 0 {
+		return
+	}
+	if t.buf == nil {
+		be.fail(fmt.Errorf("upload to a released tensor"))
+		return
+	}
+	if words > t.n {
+		panic(fmt.Sprintf("webgpu: upload of %d values into a tensor of %d", words, t.n))
+	}
+	if cap(be.hostBuf) < 4*words {
+		be.hostBuf = make([]byte, 4*words)
+	}
+	b := be.hostBuf[:4*words]
+	put(b)
+	if err := be.dev.Write(t.buf, uint64(t.off)*4, b); err != nil {
+		be.fail(err)
+	}
+}
+
+// Upload implements backend.Backend.
+func (be *Backend) Upload(t backend.Tensor, src []float32) {
+	be.write(ten(t), len(src), func(b []byte) {
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	})
+}
+
+// UploadInt implements backend.Backend.
+func (be *Backend) UploadInt(t backend.Tensor, src []int32) {
+	be.write(ten(t), len(src), func(b []byte) {
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+		}
+	})
+}
+
+// Download implements backend.Backend. After an error it fills dst with NaN.
+func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
+	be.settle()
+	if len(dst) == 0 {
+		return
+	}
+	tt := ten(t)
+	if off+len(dst) > tt.n {
+		panic(fmt.Sprintf("webgpu: download of [%d:%d] from a tensor of %d", off, off+len(dst), tt.n))
+	}
+	if be.ok() && tt.buf == nil {
+		be.fail(fmt.Errorf("download from a released tensor"))
+	}
+	if be.ok() {
+		if cap(be.hostBuf) < 4*len(dst) {
+			be.hostBuf = make([]byte, 4*len(dst))
+		}
+		b := be.hostBuf[:4*len(dst)]
+		if err := be.dev.Read(b, tt.buf, uint64(tt.off+off)*4); err == nil {
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+			return
+		}
+	}
+	nan := float32(math.NaN())
+	for i := range dst {
+		dst[i] = nan
+	}
+}
+
+// Zero implements backend.Backend.
+func (be *Backend) Zero(t backend.Tensor, n int) {
+	x := ten(t)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		xw := x.view(o, w)
+		be.elementwise("zero", []uint32{uint32(w)}, xw, xw, xw, w)
+	}
+}
+
+// Copy implements backend.Backend.
+func (be *Backend) Copy(dst, src backend.Tensor, n int) {
+	d, s := ten(dst), ten(src)
+	for o := 0; o < n; o += be.window {
+		w := min(be.window, n-o)
+		sw := s.view(o, w)
+		be.elementwise("copy", []uint32{uint32(w)}, d.view(o, w), sw, sw, w)
+	}
+}
+
+// Release implements backend.Backend.
+func (be *Backend) Release(t backend.Tensor) {
+	be.settle()
+	tt := ten(t)
+	if tt.owner && tt.buf != nil {
+		be.dev.Release(tt.buf)
+	}
+	tt.buf = nil
+}
+
+var _ backend.Backend = (*Backend)(nil)

@@ -1,0 +1,155 @@
+// Elementwise kernels: zero, copy, residual add, bias add, GELU and its gradient, product,
+// dropout, and the embedding lookup. Each thread walks the elements i = id, id + stride, ... so one dispatch
+// of at most 65535 workgroups covers any length. Bindings: x is the output; y and z inputs
+// (unused ones are bound to any buffer).
+
+struct Params {
+    n: u32,      // elements
+    C: u32,      // row width (bias, encoder)
+    T: u32,      // sequence length (encoder)
+    pos0: u32,   // position of the first row (encoder)
+    p: f32,      // dropout probability
+    seedLo: u32, // dropout seed, low and high 32 bits
+    seedHi: u32,
+}
+
+@group(0) @binding(0) var<uniform> prm: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> z: array<f32>;
+
+const WG: u32 = 256u;
+
+fn stride(nwg: vec3<u32>) -> u32 {
+    return nwg.x * WG;
+}
+
+// x = 0
+@compute @workgroup_size(256)
+fn zero(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] = 0.0;
+    }
+}
+
+// x = y
+@compute @workgroup_size(256)
+fn copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] = y[i];
+    }
+}
+
+// x = y + z
+@compute @workgroup_size(256)
+fn add(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] = y[i] + z[i];
+    }
+}
+
+// x[r, c] += y[c] for n = rows·C elements.
+@compute @workgroup_size(256)
+fn add_bias(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] += y[i % prm.C];
+    }
+}
+
+// Φ(v), the normal CDF, through erfc(t) = t·exp(−z² + polynomial(t)) with t = 1/(1 + z/2)
+// (Numerical Recipes' erfcc): relative error below 1.2e-7 everywhere, also in the tails.
+fn normalCDF(v: f32) -> f32 {
+    let zz = abs(v) * 0.70710678118654752;
+    let t = 1.0 / (1.0 + 0.5 * zz);
+    let poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
+        t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    let erfcz = t * exp(-zz * zz + poly); // erfc(|v|/√2)
+    if (v >= 0.0) {
+        return 1.0 - 0.5 * erfcz;
+    }
+    return 0.5 * erfcz;
+}
+
+// x = GELU(y) = y·Φ(y); x and y may be the same buffer.
+@compute @workgroup_size(256)
+fn gelu(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        let v = y[i];
+        x[i] = v * normalCDF(v);
+    }
+}
+
+// x = z·GELU'(y), GELU'(v) = Φ(v) + v·φ(v); x and z may be the same buffer.
+@compute @workgroup_size(256)
+fn gelu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        let v = y[i];
+        let pdf = exp(-0.5 * v * v) * 0.39894228040143268;
+        x[i] = z[i] * (normalCDF(v) + v * pdf);
+    }
+}
+
+// x = GELU(y) and y = GELU'(y): the end of a linear layer followed by a GELU, which keeps the
+// derivative for the backward pass instead of the pre-activation.
+@compute @workgroup_size(256)
+fn gelu_both(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        let v = y[i];
+        let cdf = normalCDF(v);
+        x[i] = v * cdf;
+        y[i] = cdf + v * exp(-0.5 * v * v) * 0.39894228040143268;
+    }
+}
+
+// x = y·z
+@compute @workgroup_size(256)
+fn mul(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] = y[i] * z[i];
+    }
+}
+
+// 64-bit unsigned integers as vec2(low, high) for the dropout hash.
+fn mulhi32(a: u32, b: u32) -> u32 {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+}
+
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return vec2<u32>(a.x * b.x, mulhi32(a.x, b.x) + a.x * b.y + a.y * b.x);
+}
+
+// shr64 shifts right by s, 0 < s < 32.
+fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
+    return vec2<u32>((a.x >> s) | (a.y << (32u - s)), a.y >> s);
+}
+
+// dropoutKeep is the CPU backend's DropoutKeep: SplitMix64's finaliser of seed ^ (i·golden).
+fn dropoutKeep(i: u32) -> bool {
+    var h = vec2<u32>(prm.seedLo, prm.seedHi) ^ mul64(vec2<u32>(i, 0u), vec2<u32>(0x7F4A7C15u, 0x9E3779B9u));
+    h = mul64(h ^ shr64(h, 30u), vec2<u32>(0x1CE4E5B9u, 0xBF58476Du));
+    h = mul64(h ^ shr64(h, 27u), vec2<u32>(0x133111EBu, 0x94D049BBu));
+    h = h ^ shr64(h, 31u);
+    return f32(h.y >> 8u) * (1.0 / 16777216.0) >= prm.p;
+}
+
+// x = y·keep/(1−p); x and y may be the same buffer.
+@compute @workgroup_size(256)
+fn dropout(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let scale = 1.0 / (1.0 - prm.p);
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        if (dropoutKeep(i)) {
+            x[i] = y[i] * scale;
+        } else {
+            x[i] = 0.0;
+        }
+    }
+}

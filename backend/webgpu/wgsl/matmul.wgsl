@@ -1,0 +1,205 @@
+// Matrix product C = op(A)·op(B) (+ C with accumulate) (+ bias[j] with hasBias, a linear
+// layer's bias fused into the product), C [M, N], inner dimension K, in the three layouts of
+// backend.Layout: NN (A [M,K], B [K,N]), NT (B [N,K]) and TN (A [K,M]).
+//
+// Each workgroup of 16×16 threads computes a 64×64 tile of C. The inner dimension is walked in
+// blocks of 16: the workgroup copies the 64×16 block of A and the 16×64 block of B into
+// workgroup memory (zero outside the matrices, so any shape is safe), then each thread
+// multiplies its 4×4 register block: rows ty + 16·r and columns tx + 16·c of the tile. Every
+// element of C is summed in k order.
+
+const LAYOUT: u32 = LAYOUTu; // 0 NN, 1 NT, 2 TN (set when the kernel is compiled)
+
+struct Params {
+    M: u32,
+    N: u32,
+    K: u32,
+    accumulate: u32,
+    hasBias: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> c: array<f32>;
+@group(0) @binding(2) var<storage, read_write> a: array<f32>;
+@group(0) @binding(3) var<storage, read_write> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> bias: array<f32>;
+
+const TILE: u32 = 64u;
+const BK: u32 = 16u;
+
+var<workgroup> tileA: array<f32, 1024>; // [BK][TILE]: tileA[k*TILE + i] = A(row0+i, k0+k)
+var<workgroup> tileB: array<f32, 1024>; // [BK][TILE]: tileB[k*TILE + j] = B(k0+k, col0+j)
+
+// loadA returns op(A)(i, k), 0 outside the matrix.
+fn loadA(i: u32, k: u32) -> f32 {
+    if (i >= p.M || k >= p.K) {
+        return 0.0;
+    }
+    if (LAYOUT == 2u) {
+        return a[k * p.M + i];
+    }
+    return a[i * p.K + k];
+}
+
+// loadB returns op(B)(k, j), 0 outside the matrix.
+fn loadB(k: u32, j: u32) -> f32 {
+    if (k >= p.K || j >= p.N) {
+        return 0.0;
+    }
+    if (LAYOUT == 1u) {
+        return b[j * p.K + k];
+    }
+    return b[k * p.N + j];
+}
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let row0 = wg.y * TILE;
+    let col0 = wg.x * TILE;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i++) {
+        acc[i] = 0.0;
+    }
+    for (var k0 = 0u; k0 < p.K; k0 += BK) {
+        // 1024 elements of each block, 4 per thread. Consecutive threads read consecutive
+        // addresses of the operand's memory layout.
+        for (var e = 0u; e < 4u; e++) {
+            let idx = tid + e * 256u;
+            var i: u32;
+            var k: u32;
+            if (LAYOUT == 2u) { // A is [K, M]: consecutive i
+                i = idx % TILE;
+                k = idx / TILE;
+            } else { // A is [M, K]: consecutive k
+                k = idx % BK;
+                i = idx / BK;
+            }
+            tileA[k * TILE + i] = loadA(row0 + i, k0 + k);
+            var j: u32;
+            var kb: u32;
+            if (LAYOUT == 1u) { // B is [N, K]: consecutive k
+                kb = idx % BK;
+                j = idx / BK;
+            } else { // B is [K, N]: consecutive j
+                j = idx % TILE;
+                kb = idx / TILE;
+            }
+            tileB[kb * TILE + j] = loadB(k0 + kb, col0 + j);
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < BK; k++) {
+            var av: array<f32, 4>;
+            var bv: array<f32, 4>;
+            for (var r = 0u; r < 4u; r++) {
+                av[r] = tileA[k * TILE + lid.y + 16u * r];
+                bv[r] = tileB[k * TILE + lid.x + 16u * r];
+            }
+            for (var r = 0u; r < 4u; r++) {
+                for (var q = 0u; q < 4u; q++) {
+                    acc[r * 4u + q] = fma(av[r], bv[q], acc[r * 4u + q]);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var r = 0u; r < 4u; r++) {
+        let i = row0 + lid.y + 16u * r;
+        if (i >= p.M) {
+            continue;
+        }
+        for (var q = 0u; q < 4u; q++) {
+            let j = col0 + lid.x + 16u * q;
+            if (j < p.N) {
+                var v = acc[r * 4u + q];
+                if (p.accumulate != 0u) {
+                    v += c[i * p.N + j];
+                }
+                if (p.hasBias != 0u) {
+                    v += bias[j];
+                }
+                c[i * p.N + j] = v;
+            }
+        }
+    }
+}
+
+// main8 is the same product with 128×128 tiles of C per workgroup and an 8×8 register block per
+// thread (rows ty + 16·r, columns tx + 16·c): four times the arithmetic per element loaded from
+// workgroup memory, for shapes large enough to fill the GPU with such tiles. The inner dimension
+// advances in blocks of 8.
+const TILE8: u32 = 128u;
+const BK8: u32 = 8u;
+
+var<workgroup> tileA8: array<f32, 1024>; // [BK8][TILE8]
+var<workgroup> tileB8: array<f32, 1024>; // [BK8][TILE8]
+
+@compute @workgroup_size(16, 16)
+fn main8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let row0 = wg.y * TILE8;
+    let col0 = wg.x * TILE8;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<f32, 64>;
+    for (var i = 0u; i < 64u; i++) {
+        acc[i] = 0.0;
+    }
+    for (var k0 = 0u; k0 < p.K; k0 += BK8) {
+        for (var e = 0u; e < 4u; e++) {
+            let idx = tid + e * 256u;
+            var i: u32;
+            var k: u32;
+            if (LAYOUT == 2u) { // A is [K, M]: consecutive i
+                i = idx % TILE8;
+                k = idx / TILE8;
+            } else { // A is [M, K]: consecutive k
+                k = idx % BK8;
+                i = idx / BK8;
+            }
+            tileA8[k * TILE8 + i] = loadA(row0 + i, k0 + k);
+            var j: u32;
+            var kb: u32;
+            if (LAYOUT == 1u) { // B is [N, K]: consecutive k
+                kb = idx % BK8;
+                j = idx / BK8;
+            } else { // B is [K, N]: consecutive j
+                j = idx % TILE8;
+                kb = idx / TILE8;
+            }
+            tileB8[kb * TILE8 + j] = loadB(k0 + kb, col0 + j);
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < BK8; k++) {
+            var av: array<f32, 8>;
+            var bv: array<f32, 8>;
+            for (var r = 0u; r < 8u; r++) {
+                av[r] = tileA8[k * TILE8 + lid.y + 16u * r];
+                bv[r] = tileB8[k * TILE8 + lid.x + 16u * r];
+            }
+            for (var r = 0u; r < 8u; r++) {
+                for (var q = 0u; q < 8u; q++) {
+                    acc[r * 8u + q] = fma(av[r], bv[q], acc[r * 8u + q]);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var r = 0u; r < 8u; r++) {
+        let i = row0 + lid.y + 16u * r;
+        if (i >= p.M) {
+            continue;
+        }
+        for (var q = 0u; q < 8u; q++) {
+            let j = col0 + lid.x + 16u * q;
+            if (j < p.N) {
+                var v = acc[r * 8u + q];
+                if (p.accumulate != 0u) {
+                    v += c[i * p.N + j];
+                }
+                if (p.hasBias != 0u) {
+                    v += bias[j];
+                }
+                c[i * p.N + j] = v;
+            }
+        }
+    }
+}

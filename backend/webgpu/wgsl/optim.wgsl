@@ -1,0 +1,147 @@
+// Global gradient norm and AdamW.
+//
+// sumsq_partial: each workgroup of 256 threads sums the squares of a fixed 4096-element chunk
+// (per-thread partial sums, then a tree) into partial[chunk]. sumsq_final: one workgroup adds
+// the partial sums in chunk order into acc[0]. The result does not depend on the device.
+//
+// adamw: the clip scale is read from sumsq[0] on the device, never through the host.
+
+struct Params {
+    n: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    wd: f32,
+    clip: f32,
+    bc1: f32,     // 1 − β1^t
+    bc2sqrt: f32, // sqrt(1 − β2^t)
+}
+
+@group(0) @binding(0) var<uniform> prm: Params;
+@group(0) @binding(1) var<storage, read_write> b1: array<f32>; // partial | acc     | p
+@group(0) @binding(2) var<storage, read_write> b2: array<f32>; // x       | partial | g
+@group(0) @binding(3) var<storage, read_write> b3: array<f32>; //                   | m
+@group(0) @binding(4) var<storage, read_write> b4: array<f32>; //                   | v
+@group(0) @binding(5) var<storage, read_write> b5: array<f32>; //                   | sumsq
+
+const WG: u32 = 256u;
+const CHUNK: u32 = 4096u;
+var<workgroup> red: array<f32, 256>;
+
+fn reduceSum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(256)
+fn sumsq_partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let chunk = wg.y * nwg.x + wg.x;
+    let lo = chunk * CHUNK;
+    if (lo >= prm.n) {
+        return;
+    }
+    let hi = min(lo + CHUNK, prm.n);
+    var s = 0.0;
+    for (var i = lo + lid; i < hi; i += WG) {
+        let v = b2[i];
+        s = fma(v, v, s);
+    }
+    s = reduceSum(lid, s);
+    if (lid == 0u) {
+        b1[chunk] = s;
+    }
+}
+
+// acc[0] += Σ partial[0:n] (n = number of chunks), in order per thread and then as a tree.
+@compute @workgroup_size(256)
+fn sumsq_final(@builtin(local_invocation_index) lid: u32) {
+    var s = 0.0;
+    for (var i = lid; i < prm.n; i += WG) {
+        s += b2[i];
+    }
+    s = reduceSum(lid, s);
+    if (lid == 0u) {
+        b1[0] += s;
+    }
+}
+
+// The CPU backend's AdamW, element by element:
+//   g ← g·clipScale; m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²
+//   p ← p·(1 − lr·wd) − (lr/bc1)·m / (sqrt(v)/bc2sqrt + ε)
+@compute @workgroup_size(256)
+fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    var gscale = 1.0;
+    if (prm.clip > 0.0) {
+        let norm = sqrt(b5[0]);
+        if (norm > prm.clip) {
+            gscale = prm.clip / (norm + 1e-6);
+        }
+    }
+    let stepSize = prm.lr / prm.bc1;
+    let decay = 1.0 - prm.lr * prm.wd;
+    for (var i = id.x; i < prm.n; i += nwg.x * WG) {
+        let gi = b2[i] * gscale;
+        let mi = prm.beta1 * b3[i] + (1.0 - prm.beta1) * gi;
+        let vi = prm.beta2 * b4[i] + (1.0 - prm.beta2) * gi * gi;
+        b3[i] = mi;
+        b4[i] = vi;
+        let denom = sqrt(vi) / prm.bc2sqrt + prm.eps;
+        b1[i] = b1[i] * decay - stepSize * mi / denom;
+    }
+}
+
+// adamw_multi is adamw over several parameter tensors in one dispatch: the trainer updates each
+// parameter with its own call, and consecutive calls on views of the same four buffers are
+// gathered into a table of segments, b6 (8 words each: element offsets of p, g, m, v in
+// b1..b4, first element of the segment in the concatenation, length, weight decay, unused).
+// Each thread walks the concatenation and finds its segment by binary search. prm.n is the
+// total length and prm.wd the number of segments.
+@group(0) @binding(6) var<storage, read_write> segs: array<u32>;
+
+@compute @workgroup_size(256)
+fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    var gscale = 1.0;
+    if (prm.clip > 0.0) {
+        let norm = sqrt(b5[0]);
+        if (norm > prm.clip) {
+            gscale = prm.clip / (norm + 1e-6);
+        }
+    }
+    let nseg = bitcast<u32>(prm.wd);
+    let stepSize = prm.lr / prm.bc1;
+    for (var e = id.x; e < prm.n; e += nwg.x * WG) {
+        var lo = 0u;
+        var hi = nseg - 1u;
+        while (lo < hi) { // the last segment starting at or before e
+            let mid = (lo + hi + 1u) / 2u;
+            if (segs[mid * 8u + 4u] <= e) {
+                lo = mid;
+            } else {
+                hi = mid - 1u;
+            }
+        }
+        let s = lo * 8u;
+        let k = e - segs[s + 4u];
+        let wd = bitcast<f32>(segs[s + 6u]);
+        let pi = segs[s] + k;
+        let gi = b2[segs[s + 1u] + k] * gscale;
+        let mo = segs[s + 2u] + k;
+        let vo = segs[s + 3u] + k;
+        let mi = prm.beta1 * b3[mo] + (1.0 - prm.beta1) * gi;
+        let vi = prm.beta2 * b4[vo] + (1.0 - prm.beta2) * gi * gi;
+        b3[mo] = mi;
+        b4[vo] = vi;
+        let denom = sqrt(vi) / prm.bc2sqrt + prm.eps;
+        b1[pi] = b1[pi] * (1.0 - prm.lr * wd) - stepSize * mi / denom;
+    }
+}
