@@ -80,7 +80,57 @@ func New() (*Backend, error) {
 	}
 	be := &Backend{dev: dev, kernels: map[string]*gpu.Kernel{}, scratch: map[string]*tensor{}}
 	be.window = max(windowAlign, int(dev.Limits().MaxBindingSize/4)/windowAlign*windowAlign)
+	if err := be.selfTest(); err != nil {
+		be.Close()
+		return nil, err
+	}
 	return be, nil
+}
+
+// selfTest runs a small linear layer (a product with a bias, then a GELU) and checks it against
+// the same arithmetic on the host, so that a device or driver that runs the kernels wrongly is
+// refused when the backend opens instead of training a model on garbage. (Seen: on an NVIDIA
+// H100 through gogpu v0.31.5 the matmul kernels wrote nothing while simpler kernels worked.)
+func (be *Backend) selfTest() error {
+	const M, K, N = 7, 5, 3
+	a, w, b := make([]float32, M*K), make([]float32, K*N), make([]float32, N)
+	for i := range a {
+		a[i] = float32(i%11)/8 - 0.6
+	}
+	for i := range w {
+		w[i] = float32(i%7)/5 - 0.5
+	}
+	for i := range b {
+		b[i] = float32(i) / 4
+	}
+	ta, tw, tb, out, act := be.Alloc(M*K), be.Alloc(K*N), be.Alloc(N), be.Alloc(M*N), be.Alloc(M*N)
+	defer func() {
+		for _, t := range []backend.Tensor{ta, tw, tb, out, act} {
+			be.Release(t)
+		}
+	}()
+	be.Upload(ta, a)
+	be.Upload(tw, w)
+	be.Upload(tb, b)
+	be.Linear(out, act, ta, tw, tb, M, K, N)
+	got := make([]float32, M*N)
+	be.Download(got, act, 0)
+	if err := be.Err(); err != nil {
+		return fmt.Errorf("webgpu: self-test on %s: %w", be.Describe(), err)
+	}
+	for i := range M {
+		for j := range N {
+			x := float64(b[j])
+			for k := range K {
+				x += float64(a[i*K+k]) * float64(w[k*N+j])
+			}
+			want := x * 0.5 * math.Erfc(-x/math.Sqrt2)
+			if g := float64(got[i*N+j]); !(math.Abs(g-want) <= 1e-4) {
+				return fmt.Errorf("webgpu: %s fails the self-test (a 7×5×3 linear layer gave %v at [%d, %d], want %.6g): this device or driver does not run the kernels correctly; use --backend cpu", be.Describe(), g, i, j, want)
+			}
+		}
+	}
+	return nil
 }
 
 // Close releases the device. The backend and its tensors must not be used afterwards.

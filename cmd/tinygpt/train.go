@@ -53,6 +53,10 @@ func trainLoad(c gpt.Config, batch int) workload {
 	return modelLoad(c, batch*c.Ctx, c.FLOPsPerToken())
 }
 
+// autoPicksGPU says whether --backend auto may choose the GPU. It stays false until the WebGPU
+// backend has been verified on hardware GPUs (on 2026-11-22 an NVIDIA H100 crashed or hung it).
+const autoPicksGPU = false
+
 // openBackend returns the named compute backend for work. With "auto" it picks the GPU when a
 // hardware adapter exists, the model's tensors fit its buffers and a pass is large enough to
 // gain; it falls back to the CPU otherwise, and says on w which it chose and why.
@@ -71,6 +75,10 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		}
 		return be, nil
 	case "auto", "":
+		if !autoPicksGPU {
+			fmt.Fprintln(w, "backend auto: cpu (the WebGPU backend is experimental: it passes its tests on software Vulkan but has crashed and hung on an NVIDIA GPU; --backend webgpu tries it)")
+			return cpu.New(), nil
+		}
 		if work.flops > 0 && work.flops < autoGPUWork {
 			fmt.Fprintf(w, "backend auto: cpu (a pass is only %.3g MFLOP; at this size kernel launches on a GPU would cost more than they gain)\n", work.flops/1e6)
 			return cpu.New(), nil
