@@ -434,11 +434,16 @@ func (t *gemvTask) run(_, lo, hi int) {
 }
 
 // packBTask copies op(B) into panels of NR columns (see bMat), zero-padded to a whole panel.
+// Its chunks are (panel, block of packRows rows) pairs, so that even a narrow B spreads over
+// the workers.
 type packBTask struct {
 	dst, src []float32
 	N, K, nr int
+	kBlocks  int
 	trans    bool // src is Bᵀ, [N, K]
 }
+
+const packRows = 64
 
 // packB returns op(B) packed in panels, in a buffer of the Backend that grows to the largest
 // product seen (so steady-state steps allocate nothing).
@@ -450,30 +455,33 @@ func (be *Backend) packB(b []float32, N, K int, trans bool) bMat {
 	}
 	t := &be.pb
 	t.dst, t.src, t.N, t.K, t.nr, t.trans = be.bpack[:size], b, N, K, nr, trans
-	be.pool.Run(t, tiles(N, nr), 1, K*nr/4)
+	t.kBlocks = tiles(K, packRows)
+	be.pool.Run(t, tiles(N, nr)*t.kBlocks, 1, packRows*nr/4)
 	return bMat{b: t.dst, bs: nr, ps: K * nr}
 }
 
-// run packs panels [lo, hi). For Bᵀ each source row (a column of op(B)) is read in order and
-// scattered over the panel, which stays in the L1 cache.
+// run packs chunks [lo, hi). For Bᵀ each source row (a column of op(B)) is read in order and
+// scattered over the panel's rows, which stay in the L1 cache.
 func (t *packBTask) run(_, lo, hi int) {
 	nr := t.nr
-	for p := lo; p < hi; p++ {
+	for i := lo; i < hi; i++ {
+		p, kb := i/t.kBlocks, i%t.kBlocks
+		k0, k1 := kb*packRows, min((kb+1)*packRows, t.K)
 		panel := t.dst[p*t.K*nr : (p+1)*t.K*nr]
 		j0 := p * nr
 		cols := min(nr, t.N-j0)
 		if t.trans {
 			if cols < nr {
-				clear(panel)
+				clear(panel[k0*nr : k1*nr])
 			}
 			for c := range cols {
-				for k, v := range t.src[(j0+c)*t.K : (j0+c+1)*t.K] {
-					panel[k*nr+c] = v
+				for k, v := range t.src[(j0+c)*t.K+k0 : (j0+c)*t.K+k1] {
+					panel[(k0+k)*nr+c] = v
 				}
 			}
 			continue
 		}
-		for k := range t.K {
+		for k := k0; k < k1; k++ {
 			dst := panel[k*nr : (k+1)*nr]
 			copy(dst, t.src[k*t.N+j0:k*t.N+j0+cols])
 			clear(dst[cols:])
