@@ -81,7 +81,9 @@ def bench(name, device, mode, steps, warmup):
         {"params": [t for n, t in params.items() if n in decay], "weight_decay": 0.1},
         {"params": [t for n, t in params.items() if n not in decay], "weight_decay": 0.0},
     ]
-    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    # The fused CUDA implementation where there is one: PyTorch at its fastest.
+    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
+                            **({"fused": True} if device.startswith("cuda") else {}))
     gen = torch.Generator().manual_seed(0)
 
     def loss_of(rows):
