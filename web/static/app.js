@@ -681,13 +681,13 @@ function renderMachine() {
   $('machine').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
   $('backend-table').replaceChildren(
     el('tr', {}, el('th', { text: 'backend' }), el('th', { text: 'available' }), el('th', { text: 'runs on' })),
-    ...s.backends.map((b) => el('tr', {}, el('td', { text: b.name }), el('td', { text: b.available ? 'yes' : 'no' }), el('td', { text: b.available ? b.detail : b.note }))));
+    ...s.backends.map((b) => el('tr', {}, el('td', { text: b.name }), el('td', { text: b.available ? 'yes' : 'no' }), el('td', { text: b.available ? b.detail + (b.note ? ` (${b.note})` : '') : b.note }))));
   const box = $('backends');
   box.replaceChildren(el('label', {}, el('input', { type: 'radio', name: 'backend', value: 'auto', checked: true }), ' auto (the best available)'),
     ...s.backends.map((b) => el('label', { class: b.available ? '' : 'disabled' },
       el('input', { type: 'radio', name: 'backend', value: b.name, disabled: !b.available }),
       ` ${b.name === 'cpu' ? 'CPU' : b.name === 'webgpu' ? 'WebGPU' : b.name}`,
-      el('span', { class: 'hint', text: b.available ? ` — ${b.detail}` : ` — ${b.note}` }))));
+      el('span', { class: 'hint', text: b.available ? ` — ${b.detail}${b.note ? ` (${b.note})` : ''}` : ` — ${b.note}` }))));
   $('models-dir').textContent = `Every run is kept in ${s.dir}: its settings, loss history, samples and checkpoint.`;
 }
 
