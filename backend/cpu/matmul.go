@@ -354,6 +354,10 @@ func padA(apad, a []float32, rs, ks, rows, kc int) {
 			clear(dst)
 			continue
 		}
+		if ks == 1 {
+			copy(dst, a[r*rs:])
+			continue
+		}
 		for k := range dst {
 			dst[k] = a[r*rs+k*ks]
 		}
@@ -365,15 +369,15 @@ func padA(apad, a []float32, rs, ks, rows, kc int) {
 // micro-kernel would have.
 func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool, bias []float32) {
 	for r := range rows {
-		crow := c[r*ldc:][:cols]
-		for j, v := range cpad[r*nr:][:cols] {
-			if acc {
-				v = crow[j] + v
-			}
-			if bias != nil {
-				v += bias[j]
-			}
-			crow[j] = v
+		crow, v := c[r*ldc:][:cols], cpad[r*nr:][:cols]
+		// Vector adds: 1·x is exact, so axpy(y, 1, x) is y + x rounded once, as the kernel's.
+		if acc {
+			axpy(crow, 1, v)
+		} else {
+			copy(crow, v)
+		}
+		if bias != nil {
+			axpy(crow, 1, bias[:cols])
 		}
 	}
 }
