@@ -64,7 +64,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     for (var i = lid; i < V; i += WG) {
         s += exp(logits[base + i] - mx);
     }
-    let tgt = u32(targets[r]);
+    let tgt = min(u32(targets[r]), V - 1u); // clamped: a bad id must not read outside the row
     let xt = logits[base + tgt];
     s = reduceSum(lid, s); // its barriers order every read above before the writes below
     if (lid == 0u) {

@@ -23,7 +23,8 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     for (var i = id.x; i < total; i += nwg.x * 256u) {
         let r = i / prm.C;
         let c = i % prm.C;
-        out[i] = wte[u32(tok[r]) * prm.C + c] + wpe[(prm.pos0 + r % prm.T) * prm.C + c];
+        // Tokens are clamped to the vocabulary (256): a bad id must not read outside wte.
+        out[i] = wte[min(u32(tok[r]), 255u) * prm.C + c] + wpe[(prm.pos0 + r % prm.T) * prm.C + c];
     }
 }
 

@@ -101,6 +101,11 @@ type Device struct {
 
 	copyRoles map[uint64]uint8 // buffer id → copySrc or copyDst in the pending stream
 
+	// Ordering that the binding does not provide (see sync): a copy or clear is pending in the
+	// stream, and a submit may still be running on the GPU.
+	transferPending bool
+	lastSubmit      uint64 // index of the latest submit
+
 	graveBufs   []*wgpu.Buffer // freed, released after the next submit
 	graveGroups []*wgpu.BindGroup
 
@@ -276,12 +281,17 @@ func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
 		return nil, fmt.Errorf("allocating %d bytes on %s (out of GPU memory?): %w", size, d.info.Name, err)
 	}
 	// The binding reuses freed device memory without clearing it; clear it in the stream.
+	if err := d.beforeCommand(); err != nil {
+		wb.Release()
+		return nil, err
+	}
 	if err := d.encoder(); err != nil {
 		wb.Release()
 		return nil, err
 	}
 	d.endPass()
 	d.enc.ClearBuffer(wb, 0, size)
+	d.transferPending = true
 	d.nextID++
 	b := &Buffer{id: d.nextID, size: size}
 	d.bufs[b.id] = wb
@@ -340,6 +350,14 @@ func (d *Device) free(id uint64) {
 
 // bury releases what free dropped before the last submit.
 func (d *Device) bury() {
+	if len(d.graveGroups) == 0 && len(d.graveBufs) == 0 {
+		return
+	}
+	// A freed buffer may still be the target of work just submitted (a queued write, a clear),
+	// which the binding does not keep alive: release it only once the GPU is done.
+	if err := d.beforeWrite(); err != nil {
+		return
+	}
 	for _, g := range d.graveGroups {
 		g.Release()
 	}
@@ -400,17 +418,24 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if wb == nil {
 		return d.fail(errors.New("writing to a released buffer"))
 	}
+	if err := d.beforeCommand(); err != nil {
+		return err
+	}
 	if d.enc != nil {
 		at := uint64(len(d.upBytes))
 		if at+uint64(len(data)) <= uploadArena && d.copyRole(b, copyDst) {
 			d.upBytes = append(d.upBytes, data...)
 			d.endPass()
 			d.enc.CopyBufferToBuffer(d.upload, at, wb, off, uint64(len(data)))
+			d.transferPending = true
 			return nil
 		}
 		if err := d.Flush(); err != nil {
 			return err
 		}
+	}
+	if err := d.beforeWrite(); err != nil {
+		return err
 	}
 	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
 		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
@@ -461,11 +486,15 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 		}
 		d.readback = rb
 	}
+	if err := d.beforeCommand(); err != nil {
+		return err
+	}
 	if err := d.encoder(); err != nil {
 		return err
 	}
 	d.endPass()
 	d.enc.CopyBufferToBuffer(src, off, d.readback, 0, (n+3)/4*4)
+	d.transferPending = true
 	if err := d.Flush(); err != nil {
 		return err
 	}
@@ -493,6 +522,9 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 // Copy records a copy of n bytes from src at srcOff to dst at dstOff. Offsets and n must be
 // multiples of 4.
 func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n uint64) error {
+	if err := d.beforeCommand(); err != nil {
+		return err
+	}
 	if err := d.encoder(); err != nil {
 		return err
 	}
@@ -512,6 +544,7 @@ func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n 
 	}
 	d.endPass()
 	d.enc.CopyBufferToBuffer(ws, srcOff, wd, dstOff, n)
+	d.transferPending = true
 	return nil
 }
 
@@ -606,6 +639,9 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 			return err
 		}
 	}
+	if err := d.beforeCommand(); err != nil {
+		return err
+	}
 	d.collect()
 	slot := d.nparams
 	key := groupKey{k: k, slot: slot, n: len(binds)}
@@ -676,6 +712,37 @@ func (d *Device) copyRole(b *Buffer, role uint8) bool {
 	return true
 }
 
+// The binding (gogpu v0.31.5) records no barrier after a copy or clear inside a command buffer,
+// and writes the next submit's parameter and upload areas while the previous submit may still
+// read them. Real GPUs overlap such commands (an NVIDIA H100 left matmul outputs unwritten);
+// lavapipe runs them in order. Until the binding orders them, the device does it itself:
+// a command recorded after a copy or clear goes to a new submit (the binding orders
+// submits), and the shared areas are rewritten only once the GPU is idle.
+
+// beforeCommand starts a new submit when the stream ends with a copy or clear.
+func (d *Device) beforeCommand() error {
+	if d.transferPending {
+		return d.Flush()
+	}
+	return nil
+}
+
+// beforeWrite waits until every submit has completed, before memory the GPU may read is
+// rewritten.
+func (d *Device) beforeWrite() error {
+	if d.queue.Poll() >= d.lastSubmit {
+		return nil
+	}
+	deadline := time.Now().Add(ReadTimeout)
+	for d.queue.Poll() < d.lastSubmit {
+		if time.Now().After(deadline) {
+			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
+}
+
 func (d *Device) encoder() error {
 	if d.err != nil {
 		return d.err
@@ -709,6 +776,11 @@ func (d *Device) Flush() error {
 		return nil
 	}
 	d.endPass()
+	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
+		if err := d.beforeWrite(); err != nil {
+			return err
+		}
+	}
 	if len(d.paramBytes) > 0 {
 		if err := d.queue.WriteBuffer(d.params, 0, d.paramBytes); err != nil {
 			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
@@ -725,15 +797,18 @@ func (d *Device) Flush() error {
 	clear(d.copyRoles)
 	d.paramBytes = d.paramBytes[:0]
 	d.nparams = 0
+	d.transferPending = false
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
-	if _, err := d.queue.Submit(cb); err != nil {
+	idx, err := d.queue.Submit(cb)
+	if err != nil {
 		if errors.Is(err, wgpu.ErrDeviceLost) {
 			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
 		}
 		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
 	}
+	d.lastSubmit = idx
 	d.bury()
 	d.collect()
 	return nil
