@@ -133,6 +133,20 @@ func (be *Backend) selfTest() error {
 	return nil
 }
 
+// Adapter describes the GPU adapter this machine offers, as Describe would, and whether it is
+// a software renderer, by opening the device and closing it again without running any kernel
+// (unlike New, whose self-test runs some). It returns an error wrapping ErrNoAdapter when
+// there is none.
+func Adapter() (desc string, software bool, err error) {
+	dev, err := gpu.Open()
+	if err != nil {
+		return "", false, err
+	}
+	defer dev.Close()
+	i := dev.Info()
+	return fmt.Sprintf("webgpu: %s (%s, %s)", i.Name, i.DeviceType, i.Backend), i.Software, nil
+}
+
 // Close releases the device. The backend and its tensors must not be used afterwards.
 func (be *Backend) Close() {
 	be.dev.Close()
@@ -164,7 +178,7 @@ func (be *Backend) Name() string { return "webgpu" }
 // Describe implements backend.Backend.
 func (be *Backend) Describe() string {
 	i := be.dev.Info()
-	return fmt.Sprintf("webgpu: %s (%s, %s)", i.Name, i.DeviceType, i.Backend)
+	return fmt.Sprintf("webgpu: %s (%s, %s)", i.Name, i.DeviceType, i.Backend) // as Adapter
 }
 
 // kernel returns the compiled kernel entry of file (compiling it the first time). For the

@@ -13,18 +13,18 @@ import (
 // cpuDetail describes the CPU backend (once: making a backend allocates its scratch space).
 var cpuDetail = sync.OnceValue(func() string { return cpu.New().Describe() })
 
-// gpuProbe opens the WebGPU backend once to see whether this machine has an adapter, and which.
+// gpuProbe looks once for a GPU adapter, without running anything on it (a broken driver can
+// crash a process that does; the backend's own self-test runs only when it is chosen).
 var gpuProbe = sync.OnceValue(func() (p struct {
 	detail, err string
 	software    bool
 }) {
-	be, err := webgpu.New()
+	desc, soft, err := webgpu.Adapter()
 	if err != nil {
 		p.err = err.Error()
 		return p
 	}
-	p.detail, p.software = be.Describe(), be.Software()
-	be.Close()
+	p.detail, p.software = desc, soft
 	return p
 })
 
