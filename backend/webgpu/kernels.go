@@ -15,11 +15,35 @@ import (
 // f32 returns the bit pattern of v, for a parameter word.
 func f32(v float32) uint32 { return math.Float32bits(v) }
 
+// elementwise records an elementwise kernel writing x from y and z (nil where the kernel does
+// not read them). WebGPU forbids binding one buffer to two writable bindings of a dispatch (a
+// real driver may then read stale or garbage data; lavapipe happens not to care), and the
+// shaders declare every binding read_write: so an input that shares a buffer with the output
+// or with the other input is first copied to scratch, and unused bindings get scratch of
+// their own.
 func (be *Backend) elementwise(entry string, params []uint32, x, y, z *tensor, n int) {
 	if n == 0 {
 		return
 	}
+	if y == nil {
+		y = be.scratchTensor("elementwise unused y", 64)
+	} else if y.buf == x.buf {
+		y = be.copyToScratch("elementwise y", y, n)
+	}
+	if z == nil {
+		z = be.scratchTensor("elementwise unused z", 64)
+	} else if z.buf == x.buf || z.buf == y.buf {
+		z = be.copyToScratch("elementwise z", z, n)
+	}
 	be.run(be.kernel("elementwise", entry, 3, 0), params, []*tensor{x, y, z}, be.elemGroups(n), 1)
+}
+
+// copyToScratch copies the first n elements of t to the scratch tensor called name.
+func (be *Backend) copyToScratch(name string, t *tensor, n int) *tensor {
+	n = min(n, t.n)
+	s := be.scratchTensor(name, n)
+	be.Copy(s, t, n)
+	return s
 }
 
 // Encoder implements backend.Backend.
@@ -115,7 +139,7 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 		be.recordMatmul(mm, ten(bias))
 		return
 	}
-	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), ten(bias), N*C)
+	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), nil, N*C)
 }
 
 // BiasBackward implements backend.Backend.
@@ -135,7 +159,7 @@ func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
 	case act == out:
 		be.GELU(out, out, N*OC)
 	default:
-		be.elementwise("gelu_both", []uint32{uint32(N * OC)}, ten(act), ten(out), ten(out), N*OC)
+		be.elementwise("gelu_both", []uint32{uint32(N * OC)}, ten(act), ten(out), nil, N*OC)
 	}
 }
 
@@ -146,7 +170,7 @@ func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 
 // GELU implements backend.Backend.
 func (be *Backend) GELU(out, in backend.Tensor, n int) {
-	be.elementwise("gelu", []uint32{uint32(n)}, ten(out), ten(in), ten(in), n)
+	be.elementwise("gelu", []uint32{uint32(n)}, ten(out), ten(in), nil, n)
 }
 
 // GELUBackward implements backend.Backend.
@@ -168,7 +192,7 @@ func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64
 		}
 		return
 	}
-	be.elementwise("dropout", []uint32{uint32(n), 0, 0, 0, f32(p), uint32(seed), uint32(seed >> 32)}, o, i, i, n)
+	be.elementwise("dropout", []uint32{uint32(n), 0, 0, 0, f32(p), uint32(seed), uint32(seed >> 32)}, o, i, nil, n)
 }
 
 // DropoutBackward implements backend.Backend: the same mask applied to the gradient.

@@ -357,7 +357,7 @@ func (be *Backend) Zero(t backend.Tensor, n int) {
 	for o := 0; o < n; o += be.window {
 		w := min(be.window, n-o)
 		xw := x.view(o, w)
-		be.elementwise("zero", []uint32{uint32(w)}, xw, xw, xw, w)
+		be.elementwise("zero", []uint32{uint32(w)}, xw, nil, nil, w)
 	}
 }
 
@@ -367,7 +367,7 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 	for o := 0; o < n; o += be.window {
 		w := min(be.window, n-o)
 		sw := s.view(o, w)
-		be.elementwise("copy", []uint32{uint32(w)}, d.view(o, w), sw, sw, w)
+		be.elementwise("copy", []uint32{uint32(w)}, d.view(o, w), sw, nil, w)
 	}
 }
 

@@ -440,7 +440,7 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
 		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
 	}
-	return nil
+	return d.submitWrites()
 }
 
 // Read copies len(dst) bytes of b from byte offset off into dst after all recorded work has
@@ -716,8 +716,28 @@ func (d *Device) copyRole(b *Buffer, role uint8) bool {
 // and writes the next submit's parameter and upload areas while the previous submit may still
 // read them. Real GPUs overlap such commands (an NVIDIA H100 left matmul outputs unwritten);
 // lavapipe runs them in order. Until the binding orders them, the device does it itself:
-// a command recorded after a copy or clear goes to a new submit (the binding orders
-// submits), and the shared areas are rewritten only once the GPU is idle.
+// a command recorded after a copy or clear goes to a new submit, submitted only once the copy
+// or clear has completed, and the shared areas are rewritten only once the GPU is idle.
+
+// submitWrites submits the binding's queued writes (queue.WriteBuffer) on their own and waits
+// for them: the binding otherwise runs them in the same submit as the commands that follow,
+// with no barrier between, so a real GPU may run those commands on the old contents.
+func (d *Device) submitWrites() error {
+	enc, err := d.dev.CreateCommandEncoder(nil)
+	if err != nil {
+		return d.fail(fmt.Errorf("creating a command encoder: %w", err))
+	}
+	cb, err := enc.Finish()
+	if err != nil {
+		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
+	}
+	idx, err := d.queue.Submit(cb)
+	if err != nil {
+		return d.fail(fmt.Errorf("submitting GPU writes: %w", err))
+	}
+	d.lastSubmit = idx
+	return d.beforeWrite()
+}
 
 // beforeCommand starts a new submit when the stream ends with a copy or clear.
 func (d *Device) beforeCommand() error {
@@ -767,7 +787,8 @@ func (d *Device) endPass() {
 	}
 }
 
-// Flush submits everything recorded so far as one command buffer, without waiting for it.
+// Flush submits everything recorded so far as one command buffer, after the parameter and
+// upload areas it reads (see submitWrites); it waits only where ordering requires.
 func (d *Device) Flush() error {
 	if d.err != nil {
 		return d.err
@@ -776,7 +797,8 @@ func (d *Device) Flush() error {
 		return nil
 	}
 	d.endPass()
-	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
+	writes := len(d.paramBytes) > 0 || len(d.upBytes) > 0
+	if writes {
 		if err := d.beforeWrite(); err != nil {
 			return err
 		}
@@ -792,11 +814,17 @@ func (d *Device) Flush() error {
 		}
 		d.upBytes = d.upBytes[:0]
 	}
+	if writes {
+		if err := d.submitWrites(); err != nil {
+			return err
+		}
+	}
 	cb, err := d.enc.Finish()
 	d.enc = nil
 	clear(d.copyRoles)
 	d.paramBytes = d.paramBytes[:0]
 	d.nparams = 0
+	transfer := d.transferPending
 	d.transferPending = false
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
@@ -809,6 +837,13 @@ func (d *Device) Flush() error {
 		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
 	}
 	d.lastSubmit = idx
+	if transfer {
+		// Separate submits are not ordered on the GPU either: let the copy or clear finish
+		// before anything that may read what it wrote is submitted.
+		if err := d.beforeWrite(); err != nil {
+			return err
+		}
+	}
 	d.bury()
 	d.collect()
 	return nil
