@@ -38,6 +38,12 @@ func (be *Backend) elementwise(entry string, params []uint32, x, y, z *tensor, n
 	be.run(be.kernel("elementwise", entry, 3, 0), params, []*tensor{x, y, z}, be.elemGroups(n), 1)
 }
 
+// unused returns a small scratch tensor of its own for binding slot i of a kernel that does not
+// read it: binding a tensor that is also bound elsewhere would alias two writable bindings.
+func (be *Backend) unused(i int) *tensor {
+	return be.scratchTensor(fmt.Sprintf("unused binding %d", i), 64)
+}
+
 // copyToScratch copies the first n elements of t to the scratch tensor called name.
 func (be *Backend) copyToScratch(name string, t *tensor, n int) *tensor {
 	n = min(n, t.n)
@@ -58,9 +64,9 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C
 	N := B * T
 	V := ten(dwte).n / C
 	be.run(be.kernel("encoder", "backward_wte", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(V)},
-		[]*tensor{ten(dwte), ten(tok), ten(dout), ten(dout)}, be.elemGroups(V*C), 1)
+		[]*tensor{ten(dwte), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(V*C), 1)
 	be.run(be.kernel("encoder", "backward_wpe", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(T)},
-		[]*tensor{ten(dwpe), ten(tok), ten(dout), ten(dout)}, be.elemGroups(T*C), 1)
+		[]*tensor{ten(dwpe), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(T*C), 1)
 }
 
 // LayerNorm implements backend.Backend.
@@ -121,7 +127,7 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	if bias != nil {
 		hasBias = 1
 	} else {
-		bias = mm.c
+		bias = be.unused(4)
 	}
 	entry, tile := "main", 64
 	if mm.big {
@@ -146,7 +152,7 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	d := ten(dout)
 	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(dbias), d, d, d, d, d}, (C+15)/16, 1)
+		[]*tensor{ten(dbias), be.unused(2), be.unused(3), be.unused(4), be.unused(5), d}, (C+15)/16, 1)
 }
 
 // Linear implements backend.Backend: the product and bias run as one dispatch (see MatMul),
@@ -232,7 +238,7 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 	x, y := be.attnGroups(B * NH * T)
 	o := ten(out)
 	be.run(be.attnKernel("forward", C, NH), attnParams(B, T, T, C, NH, 0, true),
-		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), o, o, o}, x, y)
+		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
 // AttentionBackward implements backend.Backend.
@@ -254,7 +260,7 @@ func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Te
 	x, y := be.attnGroups(NH)
 	o := ten(out)
 	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, kc.n/C, C, NH, pos, false),
-		[]*tensor{o, o, ten(q), kc, vc, o, o, o}, x, y)
+		[]*tensor{o, be.unused(2), ten(q), kc, vc, be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
 // copyRows records dst[off:off+n] = src[0:n] as a buffer copy.
@@ -272,14 +278,16 @@ func (be *Backend) copyRows(dst *tensor, off int, src *tensor, n int) {
 
 // CrossEntropy implements backend.Backend.
 func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
-	grad := uint32(0)
-	d := ten(logits)
+	grad, d, l := uint32(0), be.unused(2), ten(logits)
 	if dlogits != nil {
 		grad, d = 1, ten(dlogits)
+		if d.buf == l.buf { // in place: read a copy, so that no buffer is bound twice
+			l = be.copyToScratch("crossentropy logits", l, N*V)
+		}
 	}
 	x, y := be.grid(N)
 	be.run(be.kernel("crossentropy", "main", 4, 0), []uint32{uint32(N), uint32(V), grad, f32(scale)},
-		[]*tensor{ten(losses), d, ten(logits), ten(targets)}, x, y)
+		[]*tensor{ten(losses), d, l, ten(targets)}, x, y)
 }
 
 // sumsqChunk is optim.wgsl's CHUNK: elements per partial sum.
@@ -301,10 +309,10 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 		c := (w + sumsqChunk - 1) / sumsqChunk
 		pw := part.view(o/sumsqChunk, c)
 		gx, gy := be.grid(c)
-		be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, xs, xs, xs}, gx, gy)
+		be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, be.unused(3), be.unused(4), be.unused(5)}, gx, gy)
 	}
 	part = part.view(0, chunks)
-	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, part, part, part}, 1, 1)
+	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, be.unused(3), be.unused(4), be.unused(5)}, 1, 1)
 }
 
 // AdamW implements backend.Backend. Calls are gathered: consecutive updates of views of the

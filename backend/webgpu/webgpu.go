@@ -225,6 +225,14 @@ func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
 			return
 		}
 		binds[i] = t.bind()
+		for j, b := range binds[:i] {
+			// Every binding is read_write: WebGPU forbids two that overlap (real drivers read
+			// stale or garbage data), so it is a bug in the caller.
+			if b.Buf == binds[i].Buf && b.Off < binds[i].Off+binds[i].Size && binds[i].Off < b.Off+b.Size {
+				be.fail(fmt.Errorf("kernel %s: bindings %d and %d overlap in one buffer", k.Name, j+1, i+1))
+				return
+			}
+		}
 	}
 	_ = be.dev.Dispatch(k, params, binds, x, y, 1) // errors are sticky in the device
 }
