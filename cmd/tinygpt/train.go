@@ -54,7 +54,8 @@ func trainLoad(c gpt.Config, batch int) workload {
 }
 
 // autoPicksGPU says whether --backend auto may choose the GPU. It stays false until the WebGPU
-// backend has been verified on hardware GPUs (on 2026-11-22 an NVIDIA H100 crashed or hung it).
+// backend has been verified on hardware GPUs (see docs/webgpu.md: on 2026-11-22 an NVIDIA H100
+// still failed some parity tests).
 const autoPicksGPU = false
 
 // openBackend returns the named compute backend for work. With "auto" it picks the GPU when a
@@ -76,7 +77,7 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		return be, nil
 	case "auto", "":
 		if !autoPicksGPU {
-			fmt.Fprintln(w, "backend auto: cpu (the WebGPU backend is experimental: it passes its tests on software Vulkan but has crashed and hung on an NVIDIA GPU; --backend webgpu tries it)")
+			fmt.Fprintln(w, "backend auto: cpu (the WebGPU backend is experimental: not yet verified on a hardware GPU; --backend webgpu tries it)")
 			return cpu.New(), nil
 		}
 		if work.flops > 0 && work.flops < autoGPUWork {
