@@ -269,3 +269,8 @@ func gemvRows(y, a, b []float32, bs int) {
 		}
 	}
 }
+
+// pause executes the PAUSE instruction (a spin-wait hint).
+//
+//go:noescape
+func pause()

@@ -251,3 +251,10 @@ gemvloop:
 	VMOVUPS Y7, 224(DI)
 	VZEROUPPER
 	RET
+
+// func pause()
+//
+// The PAUSE instruction, for spin-waiting.
+TEXT ·pause(SB), NOSPLIT, $0-0
+	PAUSE
+	RET

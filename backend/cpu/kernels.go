@@ -616,10 +616,12 @@ func (t *adamTask) run(_, lo, hi int) {
 	p, g, m, v = p[n:], g[n:], m[n:], v[n:]
 	for i := range p {
 		gi := g[i] * t.gscale
-		mi := h.Beta1*m[i] + (1-h.Beta1)*gi
-		vi := h.Beta2*v[i] + (1-h.Beta2)*gi*gi
+		// The explicit conversions keep the compiler from fusing these into multiply-adds
+		// (it may, from GOAMD64=v3), so that the result is that of the vector kernel.
+		mi := float32(h.Beta1*m[i]) + float32((1-h.Beta1)*gi)
+		vi := float32(h.Beta2*v[i]) + float32(float32((1-h.Beta2)*gi)*gi)
 		m[i], v[i] = mi, vi
 		denom := float32(math.Sqrt(float64(vi)))/t.bc2sqrt + h.Eps
-		p[i] = p[i]*decay - stepSize*mi/denom
+		p[i] = float32(p[i]*decay) - stepSize*mi/denom
 	}
 }

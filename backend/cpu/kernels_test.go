@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"tinygpt/backend"
 )
@@ -692,7 +693,7 @@ func upload32(be *Backend, v []float32) backend.Tensor {
 func TestLinear(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, be := range backends() {
-		for _, s := range [][3]int{{1, 48, 48}, {7, 13, 5}, {100, 384, 96}, {37, 40, 300}, {24, 40, 48}} {
+		for _, s := range [][3]int{{1, 48, 48}, {7, 13, 5}, {100, 384, 96}, {37, 40, 300}, {24, 40, 48}, {3, 0, 5}} {
 			N, IC, OC := s[0], s[1], s[2]
 			in, w, b := round64(randVec(rng, N*IC, 1)), round64(randVec(rng, IC*OC, 1)), round64(randVec(rng, OC, 1))
 			want := matmul64(in, w, N, OC, IC, backend.NN)
@@ -716,5 +717,45 @@ func TestLinear(t *testing.T) {
 			be.Linear(out, out, it, wt, bt, N, IC, OC)
 			assertClose(t, name+"/in place", download(be, out), wantAct, tol)
 		}
+	}
+}
+
+type panicTask struct{}
+
+// run panics in any chunk the caller of Run (worker 0) takes; helpers' chunks do a little work.
+func (t *panicTask) run(w, lo, hi int) {
+	if w == 0 {
+		panic("chunk failed")
+	}
+	x := float32(lo)
+	for range 200 {
+		x = x*0.999 + 1
+	}
+	sink += x * 0
+}
+
+// A panic in a chunk that the caller runs must reach the caller and leave the pool usable (a
+// helper's panic ends the program, so the task panics on the caller only).
+func TestPoolSurvivesPanic(t *testing.T) {
+	p := newPool(4)
+	for range 8 {
+		func() {
+			defer func() {
+				if r := recover(); r != "chunk failed" {
+					t.Fatalf("recovered %v, want the task's panic", r)
+				}
+			}()
+			p.Run(&panicTask{}, 1000, 1, 1<<20) // the caller surely claims one of 1000 chunks
+		}()
+	}
+	done := make(chan bool)
+	go func() {
+		p.Run(&spinTask{sink: make([]float32, 16*p.workers)}, 64, 1, 1<<20)
+		done <- true
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pool hangs after a panic")
 	}
 }

@@ -145,7 +145,9 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 			}
 		}
 		if act != nil {
-			geluSlice(act, c)
+			for i := range M {
+				geluEpilogue(act[i*N:(i+1)*N], c[i*N:(i+1)*N])
+			}
 		}
 		return
 	}

@@ -21,11 +21,15 @@ type task interface {
 // A loop waits for its chunks, not for its helpers: a helper that wakes late (its thread
 // descheduled because the machine is busy) finds no chunk left and goes back to sleep, and the
 // caller has long moved on. Chunks are claimed by one atomic add on a word that holds the loop's
-// generation, chunk count and next chunk index: the value the add returns says which loop the
-// claimed chunk belongs to and whether it exists, so a late helper can never take a chunk of a
-// later loop for one of an earlier loop, and a loop's fields stay valid while any of its chunks
-// is running. (An add, unlike a compare-and-swap, never has to be retried, which matters when
-// sixteen cores claim at once.)
+// chunk count and next chunk index (and, for debugging, its generation): an index below the
+// count is a chunk of the loop in flight, whose fields stay valid while any of its chunks is
+// running, because a loop is published only after every chunk of the previous one completed;
+// an index past the count claims nothing. (An add, unlike a compare-and-swap, never has to be
+// retried, which matters when sixteen cores claim at once.)
+//
+// A panic in a chunk run by the caller stops the loop (no chunk is handed out any more), waits
+// for the chunks that helpers are running and leaves the pool usable; a panic in a helper ends
+// the program, as in any goroutine.
 //
 // A training step is a few hundred parallel loops of tens of microseconds each, so waking a
 // sleeping goroutine (several microseconds, more on a busy machine) for each would cost as much
@@ -127,18 +131,28 @@ func (p *pool) hasWork() bool {
 	return v&chunkMask < v>>20&chunkMask
 }
 
+// callerSpin is how long the caller of Run watches for the other chunks to complete before it
+// sleeps: shorter than spinTime, because on a busy machine a helper descheduled in the middle of
+// a chunk would otherwise keep the caller spinning on a core that the helper needs.
+const callerSpin = 50 * time.Microsecond
+
 // spin calls ready until it returns true (spin returns true) or spinTime has passed (false).
 // It busy-waits: yielding to the Go scheduler instead (runtime.Gosched) sends every watching
 // goroutine through the global run queue, whose lock then costs more than the loops.
-func spin(ready func() bool) bool {
+func spin(ready func() bool) bool { return spinFor(ready, spinTime) }
+
+// spinFor is spin for at most d. Between looks it pauses the core briefly (the x86 PAUSE
+// instruction), which lets a hyper-threaded sibling run and saves power.
+func spinFor(ready func() bool, d time.Duration) bool {
 	start := time.Now()
 	for i := 0; ; i++ {
 		if ready() {
 			return true
 		}
-		if i&255 == 255 && time.Since(start) > spinTime {
+		if i&255 == 255 && time.Since(start) > d {
 			return false
 		}
+		pause()
 	}
 }
 
@@ -188,6 +202,7 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 		return
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.t, p.n, p.chunk = t, n, chunk
 	p.completed.Store(0)
 	p.gen++
@@ -202,9 +217,9 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 			}
 		}
 	}
-	p.drain(0)
+	p.drainCaller(nchunks)
 	finished := func() bool { return p.completed.Load() == uint64(nchunks) }
-	if !spin(finished) {
+	if !spinFor(finished, callerSpin) {
 		// As with a helper's sleep: announce, then look again. A stale wake-up left over
 		// from an earlier loop only costs one more look.
 		p.waiting.Store(true)
@@ -214,5 +229,21 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 		p.waiting.Store(false)
 	}
 	p.t = nil
-	p.mu.Unlock()
+}
+
+// drainCaller is drain for the caller of Run: if a chunk panics it closes the loop, waits for
+// the chunks already claimed by helpers to complete, and passes the panic on.
+func (p *pool) drainCaller(nchunks int) {
+	defer func() {
+		if r := recover(); r != nil {
+			v := p.claim.Swap(p.gen << 40) // a count of 0: nothing more to claim
+			claimed := min(v&chunkMask, uint64(nchunks))
+			for p.completed.Load() < claimed-1 { // all but the chunk that panicked here
+				runtime.Gosched()
+			}
+			p.t = nil
+			panic(r)
+		}
+	}()
+	p.drain(0)
 }
