@@ -759,3 +759,111 @@ func TestPoolSurvivesPanic(t *testing.T) {
 		t.Fatal("the pool hangs after a panic")
 	}
 }
+
+// beWith returns a backend with micro-kernel k and a pool of its own of the given size.
+func beWith(k microKernel, workers int) *Backend {
+	be := New()
+	be.kern = k
+	be.pool = newPool(workers)
+	be.scratch = make([]mmScratch, workers)
+	for w := range be.scratch {
+		be.scratch[w] = newMMScratch(k)
+	}
+	return be
+}
+
+// Every kernel on every micro-kernel gives the same bits whatever the number of workers
+// (attention over two row blocks, row-block reductions, split and one-row products, AdamW).
+func TestDeterministicAcrossThreadsAllKernels(t *testing.T) {
+	for _, k := range kernels() {
+		var ref [][]float32
+		for _, workers := range []int{1, 2, 3, 8, 16} {
+			be := beWith(k, workers)
+			rng := rand.New(rand.NewPCG(9, 9))
+			var got [][]float32
+			keep := func(ts ...backend.Tensor) {
+				for _, x := range ts {
+					got = append(got, append([]float32(nil), f32(x)...))
+				}
+			}
+			// Attention, forward and backward, T over two row blocks.
+			B, T, C, NH := 3, 100, 96, 3
+			n := B * T * C
+			up := func(n int) backend.Tensor { return upload(be, randVec(rng, n, 1)) }
+			q, kk, v := up(n), up(n), up(n)
+			out, lse := be.Alloc(n), be.Alloc(B*NH*T)
+			be.Attention(out, lse, q, kk, v, B, T, C, NH)
+			dq, dk, dv, do := be.Alloc(n), be.Alloc(n), be.Alloc(n), up(n)
+			be.AttentionBackward(dq, dk, dv, do, q, kk, v, out, lse, B, T, C, NH)
+			keep(out, lse, dq, dk, dv)
+			// LayerNorm and bias backward over many row blocks.
+			N := 1000
+			x, g, bb := up(N*C), up(C), up(C)
+			lo, mean, rstd := be.Alloc(N*C), be.Alloc(N), be.Alloc(N)
+			be.LayerNorm(lo, mean, rstd, x, g, bb, N, C)
+			din, dg, db := be.Alloc(N*C), be.Alloc(C), be.Alloc(C)
+			be.LayerNormBackward(din, dg, db, up(N*C), x, g, mean, rstd, N, C)
+			dbias := be.Alloc(C)
+			be.BiasBackward(dbias, up(N*C), N, C)
+			keep(lo, din, dg, db, dbias)
+			// Products of many shapes, including split ones and M = 1.
+			for _, s := range [][3]int{{1, 384, 96}, {1, 96, 384}, {50, 96, 1000}, {96, 384, 1000}, {1000, 96, 96}, {1000, 384, 96}} {
+				M, Nn, K := s[0], s[1], s[2]
+				for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+					c := be.Alloc(M * Nn)
+					be.MatMul(c, up(M*K), up(K*Nn), M, Nn, K, l, false)
+					keep(c)
+				}
+				o, a := be.Alloc(M*Nn), be.Alloc(M*Nn)
+				be.Linear(o, a, up(M*K), up(K*Nn), up(Nn), M, K, Nn)
+				keep(o, a)
+			}
+			// AdamW and SumSquares.
+			P := 70000
+			p, gg, m, vv := up(P), up(P), up(P), up(P)
+			for i := range f32(vv) {
+				f32(vv)[i] *= f32(vv)[i]
+			}
+			ss := be.Alloc(1)
+			be.SumSquares(ss, gg, P)
+			be.AdamW(p, gg, m, vv, ss, P, backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 2})
+			keep(ss, p, m, vv)
+			if ref == nil {
+				ref = got
+				continue
+			}
+			for i := range got {
+				for j := range got[i] {
+					if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
+						t.Fatalf("%s: %d workers: output %d element %d = %v, 1 worker %v", k.name, workers, i, j, got[i][j], ref[i][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// Attention on every micro-kernel (head sizes read in place and copied, T over row blocks).
+func TestAttentionAllKernels(t *testing.T) {
+	for _, be := range backends() {
+		rng := rand.New(rand.NewPCG(15, 16))
+		for _, s := range [][4]int{{1, 50, 32, 2}, {1, 20, 64, 2}, {1, 60, 48, 1}, {2, 9, 40, 5}, {1, 100, 16, 1}, {1, 13, 32, 2}} {
+			B, T, C, NH := s[0], s[1], s[2], s[3]
+			q, k, v := round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1))
+			qt, kt, vt := upload(be, q), upload(be, k), upload(be, v)
+			out, lse := be.Alloc(B*T*C), be.Alloc(B*NH*T)
+			be.Attention(out, lse, qt, kt, vt, B, T, C, NH)
+			name := fmt.Sprintf("%s/%v", be.kern.name, s)
+			assertClose(t, name+"/attention", download(be, out), attention64(q, k, v, B, T, C, NH), 1e-5)
+			if B*T*C > 800 {
+				continue // finite differences get slow
+			}
+			r := randVec(rng, B*T*C, 1)
+			dq, dk, dv := be.Alloc(B*T*C), be.Alloc(B*T*C), be.Alloc(B*T*C)
+			be.AttentionBackward(dq, dk, dv, upload(be, r), qt, kt, vt, out, lse, B, T, C, NH)
+			assertClose(t, name+"/dq", download(be, dq), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
+			assertClose(t, name+"/dk", download(be, dk), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
+			assertClose(t, name+"/dv", download(be, dv), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
+		}
+	}
+}
