@@ -257,6 +257,88 @@ L('	SUBQ $8, CX')
 L('	JNZ bothloop')
 L('	VZEROUPPER')
 L('	RET')
+
+# geluBoth16: the AVX-512 version of geluBoth8 (16 lanes, constants by embedded broadcast,
+# masks in K registers).
+def CB(n):
+    return C(n)
+
+
+def exp16(x, n, t, k, hi='Z7'):
+    """x := exp(x) in ZMM; clobbers n, t, hi and mask register k."""
+    return [
+      f'	VCMPPS.BCST $1, {CB("EXP_LO")}, {x}, {k} // x < −87.3: e^x is flushed to 0',
+      f'	VBROADCASTSS {CB("EXP_HI")}, {hi}',
+      f'	VMINPS {x}, {hi}, {x}',
+      f'	VBROADCASTSS {CB("EXP_LO")}, {hi}',
+      f'	VMAXPS {x}, {hi}, {x}',
+      f'	VMULPS.BCST {CB("LOG2E")}, {x}, {n}',
+      f'	VRNDSCALEPS $0, {n}, {n}',
+      f'	VFNMADD231PS.BCST {CB("LN2_HI")}, {n}, {x}',
+      f'	VFNMADD231PS.BCST {CB("LN2_LO")}, {n}, {x}',
+      f'	VBROADCASTSS {CB("C7")}, {t}',
+      f'	VFMADD213PS.BCST {CB("C6")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("C5")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("C4")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("C3")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("C2")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("ONE")}, {x}, {t}',
+      f'	VFMADD213PS.BCST {CB("ONE")}, {x}, {t}',
+      f'	VCVTPS2DQ {n}, {n}',
+      f'	VPSLLD $23, {n}, {n}',
+      f'	VPADDD.BCST {CB("ONE")}, {n}, {n}',
+      f'	VMULPS {n}, {t}, {x}',
+      f'	VMOVAPS Z31, {k}, {x}',
+    ]
+
+
+L('')
+L('// func geluBoth16(act, grad, x *float32, n int)')
+L('//')
+L("// geluBoth8 over 16 lanes (AVX-512F), n a positive multiple of 16. grad may be x.")
+L('TEXT ·geluBoth16(SB), NOSPLIT, $0-32')
+L('	MOVQ act+0(FP), DI')
+L('	MOVQ grad+8(FP), DX')
+L('	MOVQ x+16(FP), SI')
+L('	MOVQ n+24(FP), CX')
+L('	VPXORD Z31, Z31, Z31')
+L('both16loop:')
+L('	VMOVUPS (SI), Z0 // x')
+L(f'	VMULPS.BCST {CB("RSQRT2")}, Z0, Z3')
+L(f'	VPANDD.BCST {CB("ABSMASK")}, Z3, Z3')
+L(f'	VBROADCASTSS {CB("ZMAX")}, Z6')
+L('	VMINPS Z3, Z6, Z3 // a, NaN passes through')
+L(f'	VBROADCASTSS {CB("HALF")}, Z2')
+L(f'	VFMADD213PS.BCST {CB("ONE")}, Z3, Z2 // 1 + a/2')
+L(f'	VBROADCASTSS {CB("ONE")}, Z6')
+L('	VDIVPS Z2, Z6, Z2 // t')
+L(f'	VSUBPS.BCST {CB("TC")}, Z2, Z1')
+L(f'	VMULPS.BCST {CB("RTH")}, Z1, Z1 // u')
+L(f'	VBROADCASTSS {CB("P10")}, Z4')
+for i in range(9, -1, -1):
+    L(f'	VFMADD213PS.BCST {CB("P%d" % i)}, Z1, Z4')
+L('	VFNMADD213PS Z31, Z3, Z3 // −a²')
+out.extend(exp16('Z4', 'Z5', 'Z6', 'K1'))
+out.extend(exp16('Z3', 'Z5', 'Z6', 'K1'))
+L('	VMULPS Z3, Z4, Z4')
+L('	VMULPS Z2, Z4, Z4')
+L(f'	VMULPS.BCST {CB("HALF")}, Z4, Z1 // q = erfc(a)/2')
+L(f'	VBROADCASTSS {CB("ONE")}, Z6')
+L('	VSUBPS Z1, Z6, Z6 // 1 − q')
+L('	VCMPPS $1, Z31, Z0, K2 // x < 0')
+L('	VBLENDMPS Z1, Z6, K2, Z1 // Φ: q where x < 0, else 1 − q')
+L('	VMULPS Z1, Z0, Z6 // GELU = x·Φ')
+L('	VMOVUPS Z6, (DI)')
+L(f'	VMULPS.BCST {CB("RSQRT2PI")}, Z3, Z3 // φ')
+L('	VFMADD231PS Z3, Z0, Z1 // Φ + x·φ')
+L('	VMOVUPS Z1, (DX)')
+L('	ADDQ $64, SI')
+L('	ADDQ $64, DX')
+L('	ADDQ $64, DI')
+L('	SUBQ $16, CX')
+L('	JNZ both16loop')
+L('	VZEROUPPER')
+L('	RET')
 SCALEMAX = '''// x[i] *= s for i < n, n a positive multiple of 8; returns the largest x[i] after scaling.
 TEXT ·scaleMax8(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI

@@ -133,3 +133,20 @@ func BenchmarkAttention(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGELUBoth times the GELU-and-derivative epilogue of the MLP's first layer (one row
+// block of the small preset) on one core.
+func BenchmarkGELUBoth(b *testing.B) {
+	n := 1024 * 384
+	x, act := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%1000)*0.004 - 2
+	}
+	grad := make([]float32, n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		copy(grad, x)
+		geluBothSlice(act, grad, grad)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/element")
+}

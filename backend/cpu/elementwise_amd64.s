@@ -601,6 +601,103 @@ bothloop:
 	JNZ bothloop
 	VZEROUPPER
 	RET
+
+// func geluBoth16(act, grad, x *float32, n int)
+//
+// geluBoth8 over 16 lanes (AVX-512F), n a positive multiple of 16. grad may be x.
+TEXT ·geluBoth16(SB), NOSPLIT, $0-32
+	MOVQ act+0(FP), DI
+	MOVQ grad+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	VPXORD Z31, Z31, Z31
+both16loop:
+	VMOVUPS (SI), Z0 // x
+	VMULPS.BCST elemconst<>+RSQRT2(SB), Z0, Z3
+	VPANDD.BCST elemconst<>+ABSMASK(SB), Z3, Z3
+	VBROADCASTSS elemconst<>+ZMAX(SB), Z6
+	VMINPS Z3, Z6, Z3 // a, NaN passes through
+	VBROADCASTSS elemconst<>+HALF(SB), Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z3, Z2 // 1 + a/2
+	VBROADCASTSS elemconst<>+ONE(SB), Z6
+	VDIVPS Z2, Z6, Z2 // t
+	VSUBPS.BCST elemconst<>+TC(SB), Z2, Z1
+	VMULPS.BCST elemconst<>+RTH(SB), Z1, Z1 // u
+	VBROADCASTSS elemconst<>+P10(SB), Z4
+	VFMADD213PS.BCST elemconst<>+P9(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P8(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P7(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P6(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P5(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P4(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P3(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P2(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P1(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+P0(SB), Z1, Z4
+	VFNMADD213PS Z31, Z3, Z3 // −a²
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z4, K1 // x < −87.3: e^x is flushed to 0
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z7
+	VMINPS Z4, Z7, Z4
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z7
+	VMAXPS Z4, Z7, Z4
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z4, Z5
+	VRNDSCALEPS $0, Z5, Z5
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z5, Z4
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z5, Z4
+	VBROADCASTSS elemconst<>+C7(SB), Z6
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z4, Z6
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z4, Z6
+	VCVTPS2DQ Z5, Z5
+	VPSLLD $23, Z5, Z5
+	VPADDD.BCST elemconst<>+ONE(SB), Z5, Z5
+	VMULPS Z5, Z6, Z4
+	VMOVAPS Z31, K1, Z4
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z3, K1 // x < −87.3: e^x is flushed to 0
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z7
+	VMINPS Z3, Z7, Z3
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z7
+	VMAXPS Z3, Z7, Z3
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z3, Z5
+	VRNDSCALEPS $0, Z5, Z5
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z5, Z3
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z5, Z3
+	VBROADCASTSS elemconst<>+C7(SB), Z6
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z3, Z6
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z3, Z6
+	VCVTPS2DQ Z5, Z5
+	VPSLLD $23, Z5, Z5
+	VPADDD.BCST elemconst<>+ONE(SB), Z5, Z5
+	VMULPS Z5, Z6, Z3
+	VMOVAPS Z31, K1, Z3
+	VMULPS Z3, Z4, Z4
+	VMULPS Z2, Z4, Z4
+	VMULPS.BCST elemconst<>+HALF(SB), Z4, Z1 // q = erfc(a)/2
+	VBROADCASTSS elemconst<>+ONE(SB), Z6
+	VSUBPS Z1, Z6, Z6 // 1 − q
+	VCMPPS $1, Z31, Z0, K2 // x < 0
+	VBLENDMPS Z1, Z6, K2, Z1 // Φ: q where x < 0, else 1 − q
+	VMULPS Z1, Z0, Z6 // GELU = x·Φ
+	VMOVUPS Z6, (DI)
+	VMULPS.BCST elemconst<>+RSQRT2PI(SB), Z3, Z3 // φ
+	VFMADD231PS Z3, Z0, Z1 // Φ + x·φ
+	VMOVUPS Z1, (DX)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ both16loop
+	VZEROUPPER
+	RET
 // x[i] *= s for i < n, n a positive multiple of 8; returns the largest x[i] after scaling.
 TEXT ·scaleMax8(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI

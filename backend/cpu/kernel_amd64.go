@@ -184,9 +184,17 @@ func scaleMax(x []float32, s float32) float32 {
 //go:noescape
 func geluBoth8(act, grad, x *float32, n int)
 
+//go:noescape
+func geluBoth16(act, grad, x *float32, n int)
+
 // geluBothSlice sets act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) over len(act) elements;
 // grad may be x.
 func geluBothSlice(act, grad, x []float32) {
+	if n16 := len(act) &^ 15; useAVX512 && n16 > 0 {
+		_, _ = grad[len(act)-1], x[len(act)-1]
+		geluBoth16(&act[0], &grad[0], &x[0], n16)
+		act, grad, x = act[n16:], grad[n16:], x[n16:]
+	}
 	n8 := len(act) &^ 7
 	if useFMA && n8 > 0 {
 		_, _ = grad[len(act)-1], x[len(act)-1]

@@ -668,6 +668,15 @@ func TestElementwiseAccuracy(t *testing.T) {
 			t.Fatalf("NaN input %d gave GELU %v, GELU' %v, exp %v", i, out[i], grad[i], v[i])
 		}
 	}
+	w := make([]float32, 40) // long enough for every vector width
+	w[3], w[21], w[37] = nan, nan, nan
+	act3 := make([]float32, len(w))
+	geluBothSlice(act3, w, w)
+	for _, i := range []int{3, 21, 37} {
+		if act3[i] == act3[i] || w[i] == w[i] {
+			t.Fatalf("NaN input %d gave GELU %v, GELU' %v (both at once)", i, act3[i], w[i])
+		}
+	}
 }
 
 func TestMul(t *testing.T) {
