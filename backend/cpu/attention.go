@@ -66,13 +66,20 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 		grow(&a.s, T*t.ldS)
 		grow(&a.inv, T)
 		grow(&a.kt, t.hs*t.ldS)
-		grow(&a.qh, T*t.ldH)
-		grow(&a.kh, T*t.ldH)
-		grow(&a.vh, T*t.ldH)
+		copies := t.hs%t.unit != 0 // see head
+		if copies {
+			grow(&a.qh, T*t.ldH)
+		}
+		if mode == attnForward && copies {
+			grow(&a.vh, T*t.ldH)
+		}
 		if mode == attnBackward {
 			grow(&a.ds, T*t.ldS)
 			grow(&a.vt, t.hs*t.ldS)
-			grow(&a.dh, T*t.ldH)
+			if copies {
+				grow(&a.kh, T*t.ldH)
+				grow(&a.dh, T*t.ldH)
+			}
 		}
 	}
 	return t

@@ -51,15 +51,7 @@ func axpy(y []float32, a float32, x []float32) {
 // fmaKernel wraps the assembly kernel with the bounds checks that keep it memory-safe.
 var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 	checkBlock(kc, 6, 16, a, rs, ks, b, bs, c, ldc, bias)
-	var pb *float32
-	if bias != nil {
-		pb = &bias[0]
-	}
-	acc := 0
-	if accumulate {
-		acc = 1
-	}
-	gemm6x16FMA(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, acc, pb)
+	gemm6x16FMA(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
 }}
 
 // kernels lists the matrix micro-kernels this CPU can run, fastest first; the last is the
