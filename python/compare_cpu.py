@@ -20,9 +20,10 @@ import sys
 import bench_torch
 
 
-def run_ours(binary, preset, threads, steps, warmup):
-    """One process per preset, so that its peak memory is that preset's."""
-    cmd = [binary, "bench", "--backend", "cpu", "--json", "--threads", str(threads),
+def run_ours(binary, preset, threads, steps, warmup, backend="cpu"):
+    """Runs `tinygpt bench --json` for one preset (one process per preset, so that its peak
+    memory is that preset's) and returns its JSON result; threads 0 means every core."""
+    cmd = [binary, "bench", "--backend", backend, "--json", "--threads", str(threads),
            "--presets", preset, "--steps", str(steps), "--warmup", str(warmup)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[0])
