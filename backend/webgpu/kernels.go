@@ -16,23 +16,22 @@ import (
 func f32(v float32) uint32 { return math.Float32bits(v) }
 
 // elementwise records an elementwise kernel writing x from y and z (nil where the kernel does
-// not read them). WebGPU forbids binding one buffer to two writable bindings of a dispatch (a
-// real driver may then read stale or garbage data; lavapipe happens not to care), and the
-// shaders declare every binding read_write: so an input that shares a buffer with the output
-// or with the other input is first copied to scratch, and unused bindings get scratch of
-// their own.
+// not read them). WebGPU forbids two overlapping writable bindings in a dispatch (a real
+// driver may then read stale or garbage data; lavapipe happens not to care), and the shaders
+// declare every binding read_write: so an input that overlaps the output or the other input is
+// first copied to scratch, and unused bindings get scratch of their own.
 func (be *Backend) elementwise(entry string, params []uint32, x, y, z *tensor, n int) {
 	if n == 0 {
 		return
 	}
 	if y == nil {
-		y = be.scratchTensor("elementwise unused y", 64)
-	} else if y.buf == x.buf {
+		y = be.unused(2)
+	} else if overlaps(y, x) {
 		y = be.copyToScratch("elementwise y", y, n)
 	}
 	if z == nil {
-		z = be.scratchTensor("elementwise unused z", 64)
-	} else if z.buf == x.buf || z.buf == y.buf {
+		z = be.unused(3)
+	} else if overlaps(z, x) || overlaps(z, y) {
 		z = be.copyToScratch("elementwise z", z, n)
 	}
 	be.run(be.kernel("elementwise", entry, 3, 0), params, []*tensor{x, y, z}, be.elemGroups(n), 1)

@@ -46,6 +46,13 @@ func (t *tensor) view(off, n int) *tensor {
 	return &tensor{buf: t.buf, off: t.off + off, n: n, isInt: t.isInt}
 }
 
+// overlaps reports whether a and b, bound to one dispatch, would share memory.
+func overlaps(a, b *tensor) bool {
+	x, y := a.bind(), b.bind()
+	return x.Buf == y.Buf && x.Off < y.Off+y.Size && y.Off < x.Off+x.Size
+}
+
+// bind returns t as a binding of a dispatch.
 func (t *tensor) bind() gpu.Binding {
 	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
 }
@@ -225,10 +232,10 @@ func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
 			return
 		}
 		binds[i] = t.bind()
-		for j, b := range binds[:i] {
+		for j, u := range ts[:i] {
 			// Every binding is read_write: WebGPU forbids two that overlap (real drivers read
 			// stale or garbage data), so it is a bug in the caller.
-			if b.Buf == binds[i].Buf && b.Off < binds[i].Off+binds[i].Size && binds[i].Off < b.Off+b.Size {
+			if overlaps(u, t) {
 				be.fail(fmt.Errorf("kernel %s: bindings %d and %d overlap in one buffer", k.Name, j+1, i+1))
 				return
 			}
