@@ -208,7 +208,16 @@ func TestLayerNorm(t *testing.T) {
 		din, dg, db := e.in(e.randn(N*C, 1)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
 		e.g.LayerNormBackward(din.g, dg.g, db.g, dout.g, in.g, g.g, mean.g, rstd.g, N, C)
 		cpuBE.LayerNormBackward(din.c, dg.c, db.c, dout.c, in.c, g.c, mean.c, rstd.c, N, C)
-		e.check(name+" din", din, 1e-5)
+		// din is rstd times a difference of O(1) terms, so its rounding noise (the GPU may
+		// contract dout·g − mean into one FMA) grows with rstd: 316 for the 1×1 row, whose
+		// variance is 0 and rstd 1/sqrt(eps).
+		rs := make([]float32, N)
+		cpuBE.Download(rs, rstd.c, 0)
+		dinTol := 1e-5
+		for _, r := range rs {
+			dinTol = math.Max(dinTol, 1e-5*float64(r))
+		}
+		e.check(name+" din", din, dinTol)
 		e.check(name+" dg", dg, 1e-5)
 		e.check(name+" db", db, 1e-5)
 	}

@@ -228,6 +228,7 @@ func (d *Device) Close() {
 	d.bury()
 	for _, k := range d.kernels {
 		k.pipe.Release()
+		k.plLayout.Release()
 		k.layout.Release()
 	}
 	if d.readback != nil {
@@ -555,6 +556,10 @@ type Kernel struct {
 	Buffers int
 	pipe    *wgpu.ComputePipeline
 	layout  *wgpu.BindGroupLayout
+	// plLayout must live as long as pipe: the binding's Vulkan path binds descriptor sets
+	// with the pipeline's VkPipelineLayout, which releasing the layout destroys (lavapipe
+	// happens to survive that; the NVIDIA driver computes garbage or crashes).
+	plLayout *wgpu.PipelineLayout
 }
 
 // NewKernel compiles entry point entry of the WGSL source src. The shader's parameter block is
@@ -581,15 +586,17 @@ func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
 	}
 	pl, err := d.dev.CreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{Label: name, BindGroupLayouts: []*wgpu.BindGroupLayout{bgl}})
 	if err != nil {
+		bgl.Release()
 		return nil, fmt.Errorf("kernel %s: pipeline layout: %w", name, err)
 	}
-	defer pl.Release()
 	pipe, err := d.dev.CreateComputePipeline(&wgpu.ComputePipelineDescriptor{Label: name, Layout: pl, Module: mod,
 		EntryPoint: entry})
 	if err != nil {
+		pl.Release()
+		bgl.Release()
 		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
 	}
-	k := &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl}
+	k := &Kernel{Name: name, Buffers: nbuf, pipe: pipe, layout: bgl, plLayout: pl}
 	d.kernels = append(d.kernels, k)
 	return k, nil
 }
