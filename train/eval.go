@@ -63,6 +63,15 @@ type BenchResult struct {
 	// PeakRSSMB is the process's peak resident memory after the run, in MB (0 where the system
 	// does not say); run one preset per process to read it as that preset's.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// Profile is the backend's own account of the timed steps, where it keeps one (the
+	// WebGPU backend: dispatches, submits and waits per step).
+	Profile string `json:"profile,omitempty"`
+}
+
+// profiler is a backend that counts what it does (the WebGPU backend).
+type profiler interface {
+	// Profile reports the counts since the last call, averaged over per steps, and resets them.
+	Profile(per int) string
 }
 
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
@@ -86,7 +95,12 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	rng := gpt.NewRNG(7)
 	inputs, targets := make([]int32, n), make([]int32, n)
 	var times []float64
+	prof, _ := be.(profiler)
+	var profile string
 	for i := 0; i < warmup+steps; i++ {
+		if prof != nil && i == warmup {
+			prof.Profile(1)
+		}
 		for j := range inputs {
 			inputs[j] = int32(rng.Uint64() % gpt.Vocab)
 			targets[j] = int32(rng.Uint64() % gpt.Vocab)
@@ -108,6 +122,9 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 			times = append(times, time.Since(start).Seconds()*1e3)
 		}
 	}
+	if prof != nil {
+		profile = prof.Profile(steps)
+	}
 	decode, err := benchDecode(m)
 	if err != nil {
 		return BenchResult{}, err
@@ -121,7 +138,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		Preset: p.Name, Backend: be.Name(), Params: p.NumParams(), Batch: p.Batch, Ctx: p.Ctx,
 		MsPerStep: med, MinMs: times[0], TokensPerS: float64(n) / (med / 1e3),
 		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps,
-		DecodeTokensPerS: decode, PeakRSSMB: float64(peakRSS()) / (1 << 20),
+		DecodeTokensPerS: decode, PeakRSSMB: float64(peakRSS()) / (1 << 20), Profile: profile,
 	}, nil
 }
 

@@ -3,8 +3,10 @@ package webgpu
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"tinygpt/backend"
+	"tinygpt/backend/webgpu/internal/gpu"
 )
 
 // Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
@@ -52,4 +54,29 @@ func BenchmarkDispatch(b *testing.B) {
 		g.Add(x, x, x, 256)
 	}
 	g.Download(out, x, 0)
+}
+
+// BenchmarkRoundTrip is the latency of one small kernel submitted and read back (one float),
+// with the host sleeping between polls of the GPU or spinning first.
+func BenchmarkRoundTrip(b *testing.B) {
+	g := openGPU(b)
+	x := g.Alloc(256)
+	defer g.Release(x)
+	out := make([]float32, 1)
+	defer func(s time.Duration) { gpu.SpinTime = s }(gpu.SpinTime)
+	for _, spin := range []time.Duration{0, gpu.SpinTime} {
+		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) {
+			gpu.SpinTime = spin
+			g.Add(x, x, x, 256)
+			g.Download(out, x, 0)
+			g.dev.ResetStats()
+			b.ResetTimer()
+			for range b.N {
+				g.Add(x, x, x, 256)
+				g.Download(out, x, 0)
+			}
+			b.StopTimer()
+			b.Log(g.Profile(b.N))
+		})
+	}
 }

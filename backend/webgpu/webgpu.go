@@ -18,7 +18,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
+	"time"
 
 	"tinygpt/backend"
 	"tinygpt/backend/webgpu/internal/gpu"
@@ -397,3 +399,30 @@ func (be *Backend) Release(t backend.Tensor) {
 }
 
 var _ backend.Backend = (*Backend)(nil)
+
+// Profile returns what the device did since the last call (dispatches, submits, waits and
+// where the host's time went) and starts counting afresh; per is the number of steps the
+// counts cover, for per-step averages.
+func (be *Backend) Profile(per int) string {
+	s := be.dev.Stats()
+	be.dev.ResetStats()
+	per = max(per, 1)
+	f := func(n int) float64 { return float64(n) / float64(per) }
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(per) }
+	out := fmt.Sprintf("per step: %.0f dispatches (%.0f new bind groups), %.1f submits, %.1f waits (%.2f ms), %.1f reads, %.1f writes; host: recording %.2f ms, submitting %.2f ms",
+		f(s.Dispatches), f(s.NewGroups), f(s.Submits), f(s.Waits), ms(s.WaitTime), f(s.Reads), f(s.Writes), ms(s.RecordTime), ms(s.SubmitTime))
+	names := make([]string, 0, len(s.PerKernel))
+	for n := range s.PerKernel {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return s.PerKernel[names[i]].Time > s.PerKernel[names[j]].Time })
+	for _, n := range names {
+		kt := s.PerKernel[n]
+		out += fmt.Sprintf("\n    %-32s %5.1f× %8.3f ms  (%.1f µs each)", n, f(kt.N), ms(kt.Time), kt.Time.Seconds()*1e6/float64(kt.N))
+	}
+	return out
+}
+
+// SyncEach makes every kernel run its own submit, waited for, so that Profile gives the time
+// of each kernel (with a submit and a wait of overhead each). For profiling only.
+func (be *Backend) SyncEach(on bool) { be.dev.SyncEach(on) }

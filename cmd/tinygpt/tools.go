@@ -275,6 +275,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	asJSON := fs.Bool("json", false, "print one JSON object per preset")
 	backendName := fs.String("backend", "cpu", backendHelp)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
+	profile := fs.String("profile", "", "after each row, the backend's account of a timed step: counts (webgpu: dispatches, submits, waits, host time) or kernels (webgpu: also each kernel's GPU time, every kernel run on its own: slow)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -310,6 +311,15 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 		return err
 	}
 	defer closeBackend(be)
+	switch *profile {
+	case "", "counts":
+	case "kernels":
+		if s, ok := be.(interface{ SyncEach(bool) }); ok {
+			s.SyncEach(true)
+		}
+	default:
+		return fmt.Errorf("--profile must be counts or kernels, not %q", *profile)
+	}
 	// Rows are printed as each preset finishes, so the columns have fixed widths.
 	const row = "%-9s %12s %10s %10s %10s %9s %12s %8s\n"
 	if !*asJSON {
@@ -331,6 +341,9 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 		fmt.Fprintf(e.stdout, row, r.Preset, commas(r.Params), fmt.Sprintf("%d×%d", r.Batch, r.Ctx),
 			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs),
 			commas(int(r.DecodeTokensPerS)), fmt.Sprintf("%.0f", r.PeakRSSMB))
+		if *profile != "" && r.Profile != "" {
+			fmt.Fprintf(e.stdout, "  %s\n", r.Profile)
+		}
 	}
 	return nil
 }

@@ -32,6 +32,16 @@ var ErrNoAdapter = errors.New("no WebGPU adapter (no Vulkan, Metal or DX12 devic
 // far sooner.
 var ReadTimeout = 5 * time.Minute
 
+// SpinTime is how long the host polls the GPU without sleeping while it waits, yielding its
+// thread between polls; after that it sleeps PollSleep between polls. A sleep is far coarser
+// than its argument (about a millisecond, measured on lavapipe and on an NVIDIA H100, where
+// sleeping waits cost 1 ms each), while a training step waits a few times for work of tens
+// of microseconds.
+var (
+	SpinTime  = 20 * time.Millisecond
+	PollSleep = 50 * time.Microsecond
+)
+
 // paramSlot is the byte size of one dispatch's parameter block in the parameter arena: a
 // multiple of every device's uniform offset alignment (at most 256 by the WebGPU spec).
 const paramSlot = 256
@@ -115,7 +125,43 @@ type Device struct {
 	dead   *deadList
 
 	kernels []*Kernel
+
+	stats    Stats
+	syncEach bool
 }
+
+// Stats counts what the device did, for finding where a step's time goes.
+type Stats struct {
+	Dispatches int           // kernel runs recorded
+	NewGroups  int           // bind groups created (the rest came from the cache)
+	Submits    int           // command buffers submitted, the writes-only ones included
+	Waits      int           // times the host waited for the GPU (ordering or readback)
+	WaitTime   time.Duration // time spent in those waits
+	SubmitTime time.Duration // time in the binding's Submit and WriteBuffer calls
+	RecordTime time.Duration // time recording dispatches
+	Reads      int           // readbacks
+	Writes     int           // host writes
+
+	// PerKernel is, with SyncEach set, the time from recording each dispatch until the GPU
+	// finished it, by kernel name (a submit and a wait of overhead included in each).
+	PerKernel map[string]KernelTime
+}
+
+// KernelTime is the count and total time of one kernel's dispatches.
+type KernelTime struct {
+	N    int
+	Time time.Duration
+}
+
+// SyncEach makes every dispatch its own submit, waited for, so that Stats.PerKernel says
+// where the GPU's time goes. It is for profiling only: it makes everything far slower.
+func (d *Device) SyncEach(on bool) { d.syncEach = on }
+
+// Stats returns the counts since the last ResetStats.
+func (d *Device) Stats() Stats { return d.stats }
+
+// ResetStats zeroes the counts.
+func (d *Device) ResetStats() { d.stats = Stats{} }
 
 func init() {
 	// The binding logs resource-lifetime warnings (buffers left to the garbage collector) at
@@ -419,6 +465,7 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if wb == nil {
 		return d.fail(errors.New("writing to a released buffer"))
 	}
+	d.stats.Writes++
 	if err := d.beforeCommand(); err != nil {
 		return err
 	}
@@ -501,7 +548,12 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReadTimeout)
 	defer cancel()
-	if err := d.readback.Map(ctx, wgpu.MapModeRead, 0, size); err != nil {
+	t0 := time.Now()
+	d.stats.Reads++
+	d.stats.Waits++
+	err := d.readback.Map(ctx, wgpu.MapModeRead, 0, size)
+	d.stats.WaitTime += time.Since(t0)
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
 		}
@@ -637,6 +689,7 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	if x == 0 || y == 0 || z == 0 {
 		return nil
 	}
+	d.stats.Dispatches++
 	lim := int(d.limits.MaxWorkgroupsPerDim)
 	if x > lim || y > lim || z > lim {
 		return d.fail(fmt.Errorf("kernel %s: %d×%d×%d workgroups exceed the device's %d per dimension", k.Name, x, y, z, lim))
@@ -650,6 +703,8 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 		return err
 	}
 	d.collect()
+	t0 := time.Now()
+	defer func() { d.stats.RecordTime += time.Since(t0) }()
 	slot := d.nparams
 	key := groupKey{k: k, slot: slot, n: len(binds)}
 	var wbs [maxBinds]*wgpu.Buffer
@@ -678,6 +733,7 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 			return d.fail(fmt.Errorf("kernel %s: bind group: %w", k.Name, err))
 		}
 		d.groups[key] = g
+		d.stats.NewGroups++
 	}
 	if err := d.encoder(); err != nil {
 		return err
@@ -698,6 +754,22 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	d.pass.SetPipeline(k.pipe)
 	d.pass.SetBindGroup(0, g, nil)
 	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
+	if d.syncEach {
+		t := time.Now()
+		if err := d.Flush(); err != nil {
+			return err
+		}
+		if err := d.beforeWrite(); err != nil {
+			return err
+		}
+		if d.stats.PerKernel == nil {
+			d.stats.PerKernel = map[string]KernelTime{}
+		}
+		kt := d.stats.PerKernel[k.Name]
+		kt.N++
+		kt.Time += time.Since(t)
+		d.stats.PerKernel[k.Name] = kt
+	}
 	return nil
 }
 
@@ -738,7 +810,10 @@ func (d *Device) submitWrites() error {
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
+	t0 := time.Now()
 	idx, err := d.queue.Submit(cb)
+	d.stats.SubmitTime += time.Since(t0)
+	d.stats.Submits++
 	if err != nil {
 		return d.fail(fmt.Errorf("submitting GPU writes: %w", err))
 	}
@@ -760,12 +835,20 @@ func (d *Device) beforeWrite() error {
 	if d.queue.Poll() >= d.lastSubmit {
 		return nil
 	}
-	deadline := time.Now().Add(ReadTimeout)
+	t0 := time.Now()
+	d.stats.Waits++
+	defer func() { d.stats.WaitTime += time.Since(t0) }()
+	deadline, spin := t0.Add(ReadTimeout), t0.Add(SpinTime)
 	for d.queue.Poll() < d.lastSubmit {
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
 		}
-		time.Sleep(20 * time.Microsecond)
+		if now.Before(spin) {
+			runtime.Gosched()
+		} else {
+			time.Sleep(PollSleep)
+		}
 	}
 	return nil
 }
@@ -836,7 +919,10 @@ func (d *Device) Flush() error {
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
+	t0 := time.Now()
 	idx, err := d.queue.Submit(cb)
+	d.stats.SubmitTime += time.Since(t0)
+	d.stats.Submits++
 	if err != nil {
 		if errors.Is(err, wgpu.ErrDeviceLost) {
 			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
