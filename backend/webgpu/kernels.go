@@ -262,17 +262,9 @@ func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Te
 		[]*tensor{o, be.unused(2), ten(q), kc, vc, be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
-// copyRows records dst[off:off+n] = src[0:n] as a buffer copy.
+// copyRows records dst[off:off+n] = src[0:n].
 func (be *Backend) copyRows(dst *tensor, off int, src *tensor, n int) {
-	be.settle()
-	if !be.ok() {
-		return
-	}
-	if dst.buf == nil || src.buf == nil {
-		be.fail(fmt.Errorf("copy with a released tensor"))
-		return
-	}
-	_ = be.dev.Copy(dst.buf, uint64(dst.off+off)*4, src.buf, uint64(src.off)*4, uint64(n)*4)
+	be.Copy(dst.view(off, n), src, n)
 }
 
 // CrossEntropy implements backend.Backend.

@@ -53,9 +53,13 @@ const paramSlots = 4096
 // data, so that a large model's weights do not need staging buffers of their whole size.
 var TransferChunk uint64 = 64 << 20
 
-// uploadArena is the byte size of the upload arena (a batch of tokens and targets is a few
-// tens of kilobytes).
-const uploadArena = 4 << 20
+// uploadArena is the byte size of the upload arena, through which host data reaches buffers
+// while commands are pending (a batch of tokens and targets is a few tens of kilobytes);
+// uploadWindow is the part of it one upload kernel reads, as a uniform binding.
+const (
+	uploadArena  = 4 << 20
+	uploadWindow = 64 << 10
+)
 
 // The kernels' needs, all within WebGPU's guaranteed limits: workgroups of up to 256
 // invocations (256 along x) using up to 8 KB of workgroup memory.
@@ -106,10 +110,10 @@ type Device struct {
 
 	readback *wgpu.Buffer // staging buffer for Read, grown on demand
 
-	upload  *wgpu.Buffer // the upload arena: data written while commands are pending
-	upBytes []byte       // its contents for the pending stream
+	upload  *Buffer // the upload arena (a uniform buffer): data written while commands are pending
+	upBytes []byte  // its contents for the pending stream
 
-	copyRoles map[uint64]uint8 // buffer id → copySrc or copyDst in the pending stream
+	fillK, uploadK *Kernel // the layer's own kernels (see ownKernels)
 
 	// Ordering that the binding does not provide (see sync): a copy or clear is pending in the
 	// stream, and a submit may still be running on the GPU.
@@ -201,7 +205,7 @@ func Open() (d *Device, err error) {
 	}
 	ai := ad.Info()
 	d = &Device{inst: inst, adapter: ad, dev: dev, queue: dev.Queue(), groups: map[groupKey]*wgpu.BindGroup{},
-		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}, copyRoles: map[uint64]uint8{}}
+		bufs: map[uint64]*wgpu.Buffer{}, dead: &deadList{}}
 	d.info = Info{Name: ai.Name, Vendor: ai.Vendor, DeviceType: fmt.Sprint(ai.DeviceType), Backend: fmt.Sprint(ai.Backend),
 		Software: ai.DeviceType == gputypes.DeviceTypeCPU}
 	l := dev.Limits()
@@ -228,11 +232,14 @@ func Open() (d *Device, err error) {
 		return nil, fmt.Errorf("allocating the kernel parameter buffer: %w", err)
 	}
 	d.paramBytes = make([]byte, 0, paramSlot*paramSlots)
-	d.upload, err = dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "uploads", Size: uploadArena,
-		Usage: wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	d.upload, err = d.newBuffer(uploadArena+uploadWindow, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("allocating the upload buffer: %w", err)
+	}
+	if err := d.ownKernels(); err != nil {
+		d.Close()
+		return nil, err
 	}
 	return d, nil
 }
@@ -280,9 +287,6 @@ func (d *Device) Close() {
 	if d.readback != nil {
 		d.readback.Release()
 	}
-	if d.upload != nil {
-		d.upload.Release()
-	}
 	if d.params != nil {
 		d.params.Release()
 	}
@@ -322,27 +326,28 @@ func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
 	if size > d.limits.MaxBufferSize {
 		return nil, fmt.Errorf("a buffer of %d bytes exceeds the device's limit of %d bytes (%s)", size, d.limits.MaxBufferSize, d.info.Name)
 	}
-	wb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size,
-		Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc | wgpu.BufferUsageCopyDst})
+	b, err := d.newBuffer(size, wgpu.BufferUsageStorage|wgpu.BufferUsageCopySrc|wgpu.BufferUsageCopyDst)
 	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes on %s (out of GPU memory?): %w", size, d.info.Name, err)
 	}
-	// The binding reuses freed device memory without clearing it; clear it in the stream.
-	if err := d.beforeCommand(); err != nil {
-		wb.Release()
+	// The binding reuses freed device memory without clearing it: clear it in the stream, with
+	// a kernel (not a clear command, which the binding does not order before later kernels).
+	if err := d.fill(b); err != nil {
+		d.Release(b)
 		return nil, err
 	}
-	if err := d.encoder(); err != nil {
-		wb.Release()
+	return b, nil
+}
+
+// newBuffer allocates a device buffer with the given usage and registers it.
+func (d *Device) newBuffer(size uint64, usage wgpu.BufferUsage) (*Buffer, error) {
+	wb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size, Usage: usage})
+	if err != nil {
 		return nil, err
 	}
-	d.endPass()
-	d.enc.ClearBuffer(wb, 0, size)
-	d.transferPending = true
 	d.nextID++
 	b := &Buffer{id: d.nextID, size: size}
 	d.bufs[b.id] = wb
-	d.copyRole(b, copyDst)
 	dead := d.dead
 	b.cleanup = runtime.AddCleanup(b, func(id uint64) {
 		dead.mu.Lock()
@@ -437,58 +442,136 @@ func (d *Device) buffer(b *Buffer) *wgpu.Buffer {
 }
 
 // Write copies data (a multiple of 4 bytes) into b at byte offset off, ordered after every
-// command recorded so far. While commands are pending, small writes go through the upload
-// arena and a copy in the stream, so they do not force a submit; otherwise the queue writes
-// the buffer before the next submit.
+// command recorded so far. Data up to the upload arena's size is staged there and copied by a
+// kernel in the stream, so a write costs no submit of its own; larger data is written by the
+// queue once the recorded work has run.
 func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if d.err != nil {
 		return d.err
 	}
-	if uint64(len(data)) > TransferChunk {
+	if d.buffer(b) == nil {
+		return d.fail(errors.New("writing to a released buffer"))
+	}
+	d.stats.Writes++
+	if len(data) <= uploadArena/2 {
+		return d.stage(b, off, data)
+	}
+	for i := uint64(0); i < uint64(len(data)); i += TransferChunk {
 		// In pieces, each submitted before the next is staged, so that the binding's staging
 		// memory stays small.
-		for i := uint64(0); i < uint64(len(data)); i += TransferChunk {
-			piece := data[i:min(i+TransferChunk, uint64(len(data)))]
-			if err := d.Write(b, off+i, piece); err != nil {
-				return err
-			}
-			if err := d.encoder(); err != nil {
-				return err
-			}
+		if err := d.writeDirect(b, off+i, data[i:min(i+TransferChunk, uint64(len(data)))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stage records data's copy into b at off through the upload arena: pieces of one window, each
+// copied by the upload kernel. The arena is written (by the queue, which orders it before the
+// stream: it is a uniform buffer) when the stream is submitted.
+func (d *Device) stage(b *Buffer, off uint64, data []byte) error {
+	if uint64(len(d.upBytes))+uint64(len(data))+256*uint64(len(data)/uploadWindow+1) > uploadArena {
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
+	for len(data) > 0 {
+		if d.nparams == paramSlots {
+			// Dispatch would submit the arena with this piece in it, then record the piece's
+			// copy into the next submit: submit first.
 			if err := d.Flush(); err != nil {
 				return err
 			}
 		}
-		return nil
+		n := min(len(data), uploadWindow)
+		at := (len(d.upBytes) + 255) / 256 * 256 // window offsets are 256-aligned
+		d.upBytes = append(d.upBytes, make([]byte, at-len(d.upBytes))...)
+		d.upBytes = append(d.upBytes, data[:n]...)
+		win := d.window(b, off, uint64(n))
+		err := d.Dispatch(d.uploadK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4)},
+			[]Binding{win, {Buf: d.upload, Off: uint64(at), Size: uploadWindow}}, groups1D(n/4), 1, 1)
+		if err != nil {
+			return err
+		}
+		data, off = data[n:], off+uint64(n)
+	}
+	return nil
+}
+
+// writeDirect writes data into b at off by the queue, after the recorded work has run, and
+// waits for it: the binding orders a queued write to a storage buffer before nothing.
+func (d *Device) writeDirect(b *Buffer, off uint64, data []byte) error {
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	if err := d.beforeWrite(); err != nil {
+		return err
 	}
 	wb := d.buffer(b)
 	if wb == nil {
 		return d.fail(errors.New("writing to a released buffer"))
 	}
-	d.stats.Writes++
-	if err := d.beforeCommand(); err != nil {
-		return err
-	}
-	if d.enc != nil {
-		at := uint64(len(d.upBytes))
-		if at+uint64(len(data)) <= uploadArena && d.copyRole(b, copyDst) {
-			d.upBytes = append(d.upBytes, data...)
-			d.endPass()
-			d.enc.CopyBufferToBuffer(d.upload, at, wb, off, uint64(len(data)))
-			d.transferPending = true
-			return nil
-		}
-		if err := d.Flush(); err != nil {
-			return err
-		}
-	}
-	if err := d.beforeWrite(); err != nil {
-		return err
-	}
 	if err := d.queue.WriteBuffer(wb, off, data); err != nil {
 		return d.fail(fmt.Errorf("writing %d bytes to the GPU: %w", len(data), err))
 	}
 	return d.submitWrites()
+}
+
+// fill records the clearing of all of b.
+func (d *Device) fill(b *Buffer) error {
+	words := b.size / 4
+	return d.Dispatch(d.fillK, []uint32{uint32(words)}, []Binding{{Buf: b}}, groups1D(int(min(words, 1<<24))), 1, 1)
+}
+
+// window returns a binding of b that covers n bytes from byte offset off and starts at an
+// offset the device accepts for storage bindings.
+func (d *Device) window(b *Buffer, off, n uint64) Binding {
+	align := max(uint64(d.limits.StorageOffsetAlign), 4)
+	start := off / align * align
+	return Binding{Buf: b, Off: start, Size: off + n - start}
+}
+
+// groups1D is the number of 256-thread workgroups for n threads, within every device's
+// per-dimension limit (kernels loop over the rest).
+func groups1D(n int) int { return max(1, min((n+255)/256, 65535)) }
+
+// ownWGSL holds the layer's own kernels: fill clears a buffer, upload copies a window of the
+// upload arena into a buffer. Both stride over the grid, so any length fits one dispatch.
+const ownWGSL = `
+struct Params { n: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+
+@compute @workgroup_size(256)
+fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < p.n; i += nwg.x * 256u) {
+        dst[i] = 0u;
+    }
+}
+`
+
+const uploadWGSL = `
+struct Params { dst: u32, n: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<uniform> src: array<vec4<u32>, 4096>;
+
+@compute @workgroup_size(256)
+fn upload(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < p.n; i += nwg.x * 256u) {
+        dst[p.dst + i] = src[i / 4u][i % 4u];
+    }
+}
+`
+
+// ownKernels compiles the layer's own kernels.
+func (d *Device) ownKernels() error {
+	var err error
+	if d.fillK, err = d.newKernel("fill", ownWGSL, "fill", []bool{false}); err != nil {
+		return err
+	}
+	d.uploadK, err = d.newKernel("upload", uploadWGSL, "upload", []bool{false, true})
+	return err
 }
 
 // Read copies len(dst) bytes of b from byte offset off into dst after all recorded work has
@@ -517,11 +600,6 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 	src := d.buffer(b)
 	if src == nil {
 		return d.fail(errors.New("reading a released buffer"))
-	}
-	if !d.copyRole(b, copySrc) {
-		if err := d.Flush(); err != nil {
-			return err
-		}
 	}
 	if d.readback == nil || d.readback.Size() < size {
 		if d.readback != nil {
@@ -572,35 +650,6 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 	return nil
 }
 
-// Copy records a copy of n bytes from src at srcOff to dst at dstOff. Offsets and n must be
-// multiples of 4.
-func (d *Device) Copy(dst *Buffer, dstOff uint64, src *Buffer, srcOff uint64, n uint64) error {
-	if err := d.beforeCommand(); err != nil {
-		return err
-	}
-	if err := d.encoder(); err != nil {
-		return err
-	}
-	wd, ws := d.buffer(dst), d.buffer(src)
-	if wd == nil || ws == nil {
-		return d.fail(errors.New("copying with a released buffer"))
-	}
-	if !d.copyRole(dst, copyDst) || !d.copyRole(src, copySrc) {
-		if err := d.Flush(); err != nil {
-			return err
-		}
-		if err := d.encoder(); err != nil {
-			return err
-		}
-		d.copyRole(dst, copyDst)
-		d.copyRole(src, copySrc)
-	}
-	d.endPass()
-	d.enc.CopyBufferToBuffer(ws, srcOff, wd, dstOff, n)
-	d.transferPending = true
-	return nil
-}
-
 // Kernel is a compiled compute pipeline whose bindings are a uniform parameter block at
 // @binding(0) and storage buffers at @binding(1..Buffers) of @group(0).
 type Kernel struct {
@@ -618,9 +667,16 @@ type Kernel struct {
 // a uniform at @group(0) @binding(0) and its nbuf storage buffers (all read_write) follow at
 // bindings 1..nbuf.
 func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
+	return d.newKernel(name, src, entry, make([]bool, nbuf))
+}
+
+// newKernel is NewKernel with each binding after the parameters a storage buffer, or a
+// uniform buffer where uniform is true.
+func (d *Device) newKernel(name, src, entry string, uniform []bool) (*Kernel, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
+	nbuf := len(uniform)
 	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: name, WGSL: src})
 	if err != nil {
 		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
@@ -629,8 +685,12 @@ func (d *Device) NewKernel(name, src, entry string, nbuf int) (*Kernel, error) {
 	entries := []wgpu.BindGroupLayoutEntry{{Binding: 0, Visibility: wgpu.ShaderStageCompute,
 		Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeUniform, MinBindingSize: paramSlot}}}
 	for i := 1; i <= nbuf; i++ {
+		t := gputypes.BufferBindingTypeStorage
+		if uniform[i-1] {
+			t = gputypes.BufferBindingTypeUniform
+		}
 		entries = append(entries, wgpu.BindGroupLayoutEntry{Binding: uint32(i), Visibility: wgpu.ShaderStageCompute,
-			Buffer: &gputypes.BufferBindingLayout{Type: gputypes.BufferBindingTypeStorage}})
+			Buffer: &gputypes.BufferBindingLayout{Type: t}})
 	}
 	bgl, err := d.dev.CreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: name, Entries: entries})
 	if err != nil {
@@ -773,30 +833,17 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	return nil
 }
 
-// Copy roles of a buffer within one command encoder. The binding tracks the copies of a whole
-// encoder as one usage scope and rejects a buffer that is both the source and the destination
-// of copies in it, so a copy that would do that starts a new submit.
-const (
-	copySrc = 1
-	copyDst = 2
-)
-
-// copyRole records that b takes part in a copy of the pending stream in role, and reports
-// false (recording nothing) if b already has the other role there.
-func (d *Device) copyRole(b *Buffer, role uint8) bool {
-	if r := d.copyRoles[b.id]; r != 0 && r != role {
-		return false
-	}
-	d.copyRoles[b.id] = role
-	return true
-}
-
-// The binding (gogpu v0.31.5) records no barrier after a copy or clear inside a command buffer,
-// and writes the next submit's parameter and upload areas while the previous submit may still
-// read them. Real GPUs overlap such commands (an NVIDIA H100 left matmul outputs unwritten);
-// lavapipe runs them in order. Until the binding orders them, the device does it itself:
-// a command recorded after a copy or clear goes to a new submit, submitted only once the copy
-// or clear has completed, and the shared areas are rewritten only once the GPU is idle.
+// Ordering. The binding (gogpu v0.31.5) puts a barrier after every dispatch (so kernels see
+// each other's writes) and, for queued writes (queue.WriteBuffer) to uniform buffers, one
+// between them and the stream they are submitted with. It puts none after a copy or a clear
+// inside a command buffer, none after a queued write to a storage buffer, and it rewrites
+// nothing in between submits on its own. (Real GPUs overlap what is not ordered: an NVIDIA H100
+// computed on stale data; lavapipe runs everything in order.) So the stream holds dispatches
+// only, apart from the copy into the readback buffer that ends a submit before the host waits:
+// new buffers are cleared and host data is copied in by kernels; host data and kernel
+// parameters go through uniform buffers written by the queue; those are rewritten only once
+// the previous submit has finished; and the few writes too large for the upload arena are
+// queued writes to the buffer itself, submitted on their own and waited for.
 
 // submitWrites submits the binding's queued writes (queue.WriteBuffer) on their own and waits
 // for them: the binding otherwise runs them in the same submit as the commands that follow,
@@ -887,31 +934,27 @@ func (d *Device) Flush() error {
 		return nil
 	}
 	d.endPass()
-	writes := len(d.paramBytes) > 0 || len(d.upBytes) > 0
-	if writes {
+	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
+		// The areas are rewritten for this submit: the previous one must be done reading them.
 		if err := d.beforeWrite(); err != nil {
 			return err
 		}
 	}
+	// Both areas are uniform buffers: the binding submits queued writes to them ahead of the
+	// stream in the same submit, with a barrier that makes them visible to uniform reads.
 	if len(d.paramBytes) > 0 {
 		if err := d.queue.WriteBuffer(d.params, 0, d.paramBytes); err != nil {
 			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
 		}
 	}
 	if len(d.upBytes) > 0 {
-		if err := d.queue.WriteBuffer(d.upload, 0, d.upBytes); err != nil {
+		if err := d.queue.WriteBuffer(d.buffer(d.upload), 0, d.upBytes); err != nil {
 			return d.fail(fmt.Errorf("writing uploads: %w", err))
 		}
 		d.upBytes = d.upBytes[:0]
 	}
-	if writes {
-		if err := d.submitWrites(); err != nil {
-			return err
-		}
-	}
 	cb, err := d.enc.Finish()
 	d.enc = nil
-	clear(d.copyRoles)
 	d.paramBytes = d.paramBytes[:0]
 	d.nparams = 0
 	transfer := d.transferPending
