@@ -132,8 +132,35 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	if mm.big {
 		entry, tile = "main8", 128
 	}
-	be.run(be.kernel("matmul", entry, 4, uint32(mm.l)), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias},
-		[]*tensor{mm.c, mm.a, mm.b, bias}, (mm.N+tile-1)/tile, (mm.M+tile-1)/tile)
+	k := be.kernel("matmul", entry, 4, uint32(mm.l))
+	tilesM, tilesN := (mm.M+tile-1)/tile, (mm.N+tile-1)/tile
+	slices := splitK(tilesM*tilesN, mm.K, mm.M*mm.N)
+	if slices == 1 {
+		be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(mm.K), uint32(tilesM), 0},
+			[]*tensor{mm.c, mm.a, mm.b, bias}, tilesN, tilesM)
+		return
+	}
+	kSlice := (mm.K + slices - 1) / slices
+	kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
+	slices = (mm.K + kSlice - 1) / kSlice
+	part := be.scratchTensor("matmul partial sums", slices*mm.M*mm.N)
+	be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), 0, 0, uint32(kSlice), uint32(tilesM), 1},
+		[]*tensor{part, mm.a, mm.b, be.unused(4)}, tilesN, tilesM*slices)
+	x, y := be.grid(min((mm.M*mm.N+255)/256, 4096))
+	be.run(be.kernel("matmul", "reduce", 4, uint32(mm.l)), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(slices), 0, 0},
+		[]*tensor{mm.c, part, be.unused(3), bias}, x, y)
+}
+
+// splitK returns into how many slices to split the inner dimension K of a product with the
+// given number of output tiles and elements: enough workgroups to fill a large GPU (about 256)
+// when the tiles alone are far fewer and K is long, with slices of at least 128 and partial
+// sums of at most 16M elements.
+func splitK(tiles, K, elems int) int {
+	if tiles >= 128 || K < 256 {
+		return 1
+	}
+	s := min((256+tiles-1)/tiles, K/128, (16<<20)/max(elems, 1))
+	return max(s, 1)
 }
 
 // AddBias implements backend.Backend. Right after a product into out it is fused into it.
@@ -216,17 +243,16 @@ func attnParams(B, NQ, TK, C, NH, P0 int, saveLSE bool) []uint32 {
 		f32(float32(1 / math.Sqrt(float64(hs)))), s}
 }
 
-// attnKernel returns the attention entry compiled for head size C/NH.
+// attnKernel returns the attention entry compiled for head size C/NH: the head size is a
+// constant of the shader, so that its loops over a head unroll and its per-thread arrays live
+// in registers (with a bound only known at run time they went to memory: 10-100× slower).
 func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	hs := C / NH
-	switch {
-	case hs <= 64:
-		return be.kernel("attention", entry, 8, 64)
-	case hs <= 256:
-		return be.kernel("attention", entry, 8, 256)
+	if hs > 256 {
+		be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
+		return nil
 	}
-	be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
-	return nil
+	return be.kernel("attention", entry, 8, uint32(hs))
 }
 
 // attnGroups sizes a grid of 64-thread workgroups, one thread per (sequence, head, row).

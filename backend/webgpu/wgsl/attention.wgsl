@@ -5,8 +5,9 @@
 // exp(score − lse). Threads of a workgroup are consecutive queries of one head, so they read the
 // same keys and values.
 //
-// Heads are column blocks of width HS of the [rows, C] tensors. HS_MAX (the private array size)
-// is set when the kernel is compiled.
+// Heads are column blocks of width HS of the [rows, C] tensors. HS_MAX, the head size, is set
+// when the kernel is compiled, so that the loops over a head unroll and the per-thread arrays
+// stay in registers.
 
 const HS_MAX: u32 = HSMAXu;
 
@@ -60,7 +61,7 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     if (!t.ok) {
         return;
     }
-    let HS = prm.HS;
+    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
     let col = t.h * HS;
     let qrow = (t.b * prm.NQ + t.i) * prm.C + col;
     var qv: array<f32, HS_MAX>;
@@ -104,7 +105,7 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     if (!t.ok) {
         return;
     }
-    let HS = prm.HS;
+    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
     let col = t.h * HS;
     let T = prm.NQ;
     let row = (t.b * T + t.i) * prm.C + col;
@@ -147,7 +148,7 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     if (!t.ok) {
         return;
     }
-    let HS = prm.HS;
+    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
     let col = t.h * HS;
     let T = prm.NQ;
     let j = t.i;
