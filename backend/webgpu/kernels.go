@@ -132,11 +132,12 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	if mm.big {
 		entry, tile = "main8", 128
 	}
-	k := be.kernel("matmul", entry, 4, uint32(mm.l))
+	k := be.kernel("matmul", entry, 4, 0)
+	layout := uint32(mm.l)
 	tilesM, tilesN := (mm.M+tile-1)/tile, (mm.N+tile-1)/tile
 	slices := splitK(tilesM*tilesN, mm.K, mm.M*mm.N)
 	if slices == 1 {
-		be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(mm.K), uint32(tilesM), 0},
+		be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(mm.K), uint32(tilesM), 0, layout},
 			[]*tensor{mm.c, mm.a, mm.b, bias}, tilesN, tilesM)
 		return
 	}
@@ -144,10 +145,10 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
 	slices = (mm.K + kSlice - 1) / kSlice
 	part := be.scratchTensor("matmul partial sums", slices*mm.M*mm.N)
-	be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), 0, 0, uint32(kSlice), uint32(tilesM), 1},
+	be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), 0, 0, uint32(kSlice), uint32(tilesM), 1, layout},
 		[]*tensor{part, mm.a, mm.b, be.unused(4)}, tilesN, tilesM*slices)
 	x, y := be.grid(min((mm.M*mm.N+255)/256, 4096))
-	be.run(be.kernel("matmul", "reduce", 4, uint32(mm.l)), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(slices), 0, 0},
+	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(slices), 0, 0, 0},
 		[]*tensor{mm.c, part, be.unused(3), bias}, x, y)
 }
 
@@ -243,24 +244,27 @@ func attnParams(B, NQ, TK, C, NH, P0 int, saveLSE bool) []uint32 {
 		f32(float32(1 / math.Sqrt(float64(hs)))), s}
 }
 
-// attnKernel returns the attention entry compiled for head size C/NH: the head size is a
-// constant of the shader, so that its loops over a head unroll and its per-thread arrays live
-// in registers (with a bound only known at run time they went to memory: 10-100× slower).
+// attnKernel returns the attention entry for head size C/NH: compiled for that size when it is
+// at most 64 (see attention.wgsl), otherwise the kernel for any size up to 256.
 func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	hs := C / NH
-	if hs > 256 {
-		be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
-		return nil
+	switch {
+	case hs <= 64:
+		return be.kernel("attention", entry, 8, uint32(hs))
+	case hs <= 256:
+		return be.kernel("attention", entry, 8, 0)
 	}
-	return be.kernel("attention", entry, 8, uint32(hs))
+	be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
+	return nil
 }
 
-// attnGroups sizes a grid of 64-thread workgroups, one thread per (sequence, head, row).
-func (be *Backend) attnGroups(threads int) (int, int) { return be.grid((threads + 63) / 64) }
+// attnGroups sizes a grid of 64-thread workgroups, one thread per (sequence, head, row) of
+// seqs (sequence, head) pairs of rows rows.
+func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid((seqs*rows + 63) / 64) }
 
 // Attention implements backend.Backend.
 func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
-	x, y := be.attnGroups(B * NH * T)
+	x, y := be.attnGroups(B*NH, T)
 	o := ten(out)
 	be.run(be.attnKernel("forward", C, NH), attnParams(B, T, T, C, NH, 0, true),
 		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
@@ -269,7 +273,7 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 // AttentionBackward implements backend.Backend.
 func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
-	x, y := be.attnGroups(B * NH * T)
+	x, y := be.attnGroups(B*NH, T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
 	be.run(be.attnKernel("backward_dq", C, NH), prm,
 		[]*tensor{ten(dq), D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
@@ -282,7 +286,7 @@ func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Te
 	kc, vc := ten(kcache), ten(vcache)
 	be.copyRows(kc, pos*C, ten(knew), C)
 	be.copyRows(vc, pos*C, ten(vnew), C)
-	x, y := be.attnGroups(NH)
+	x, y := be.attnGroups(NH, 1)
 	o := ten(out)
 	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, kc.n/C, C, NH, pos, false),
 		[]*tensor{o, be.unused(2), ten(q), kc, vc, be.unused(6), be.unused(7), be.unused(8)}, x, y)

@@ -288,8 +288,9 @@ func TestDropout(t *testing.T) {
 
 func TestAttention(t *testing.T) {
 	e := newEnv(t, 6)
-	// B, T, C, NH: head sizes 16, 32, 37 (odd) and 100 (the wide-head kernel).
-	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 1, 64, 2}, {3, 13, 74, 2}, {1, 9, 100, 1}} {
+	// B, T, C, NH: head sizes 16, 32, 37 (odd) and 100 (several rounds of merging parts), and
+	// sequences of one row and of more than one workgroup's 64 rows.
+	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 1, 64, 2}, {3, 13, 74, 2}, {1, 9, 100, 1}, {2, 150, 64, 2}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
 		q, k, v := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.in(e.randn(n, 1))

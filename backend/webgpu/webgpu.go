@@ -190,8 +190,8 @@ func (be *Backend) Describe() string {
 	return fmt.Sprintf("webgpu: %s (%s, %s)", i.Name, i.DeviceType, i.Backend) // as Adapter
 }
 
-// kernel returns the compiled kernel entry of file (compiling it the first time). For the
-// matmul family variant is the layout; for attention, the head-size bound.
+// kernel returns the compiled kernel entry of file (compiling it the first time). For
+// attention, variant is the head size (see attnKernel).
 func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Kernel {
 	key := fmt.Sprintf("%s/%s/%d", file, entry, variant)
 	if k := be.kernels[key]; k != nil {
@@ -204,10 +204,13 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	}
 	code := string(src)
 	switch file {
-	case "matmul":
-		code = strings.ReplaceAll(code, "LAYOUTu", fmt.Sprintf("%du", variant))
 	case "attention":
-		code = strings.ReplaceAll(code, "HSMAXu", fmt.Sprintf("%du", variant))
+		// variant is the head size (≤ 64: unrolled) or 0 (any size up to 256).
+		arr, loop := fmt.Sprintf("%du", variant), fmt.Sprintf("%du", variant)
+		if variant == 0 {
+			arr, loop = "256u", "prm.HS"
+		}
+		code = strings.ReplaceAll(strings.ReplaceAll(code, "HSMAXu", arr), "HSL", loop)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)
 	if err != nil {

@@ -30,20 +30,18 @@ var gpuProbe = sync.OnceValue(func() (p struct {
 
 // backendList lists the compute backends of this build, in order of preference for "auto",
 // with what each runs on or why it cannot be used; tinygpt serve shows it. A hardware GPU
-// comes first once the WebGPU backend is verified on one (autoPicksGPU); a software renderer
-// (such as lavapipe) can be chosen but comes after the CPU, which is faster.
+// comes first; a software renderer (such as lavapipe) can be chosen but comes after the CPU,
+// which is faster.
 func backendList() []server.Backend {
 	c := server.Backend{Name: "cpu", Available: true, Detail: cpuDetail()}
 	g := gpuProbe()
 	gpu := server.Backend{Name: "webgpu", Available: g.err == "", Detail: g.detail, Note: g.err}
-	if g.err == "" && !g.software && autoPicksGPU {
+	if g.err == "" && !g.software {
+		gpu.Note = "faster than the CPU from medium-sized models up; the CPU wins at the smallest"
 		return []server.Backend{gpu, c}
 	}
-	switch {
-	case g.software:
+	if g.software {
 		gpu.Note = "a software renderer: slower than the CPU backend"
-	case g.err == "":
-		gpu.Note = "experimental: not yet verified on hardware GPUs"
 	}
 	return []server.Backend{c, gpu}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -27,11 +28,17 @@ import (
 // backendHelp is the --backend flag's help.
 const backendHelp = "compute backend: cpu, webgpu (the GPU, through Vulkan or Metal) or auto (the GPU when it pays off)"
 
-// autoGPUWork is the work of one pass, in floating-point operations, from which auto prefers a
-// GPU: below it, the few microseconds each of the pass's hundred or so kernel dispatches
-// costs on a GPU outweigh its speed (a single-token decode of the small preset is about 1
-// MFLOP; a training step of the tiny preset about 200).
-const autoGPUWork = 50e6
+// autoGPUWorkPerCore is the work of one pass, in floating-point operations per CPU thread,
+// from which auto prefers a hardware GPU. Measured on 2026-11-22 (docs/performance.md): an
+// NVIDIA H100 through WebGPU overtakes 16 threads of the CPU backend between the small preset's
+// training step (2.3 GFLOP: GPU 4.1 ms, CPU 2.8 ms) and medium's (7.7 GFLOP: GPU 5.4 ms, CPU
+// 11 ms), and two threads already at small. Below it, the GPU's fixed cost per kernel launch
+// (a step is a hundred or more) and per submit outweighs its speed; generation (a
+// single-token pass is a few MFLOP) always stays on the CPU.
+const autoGPUWorkPerCore = 0.25e9
+
+// autoGPUWork is the pass size from which auto prefers a hardware GPU on this machine.
+func autoGPUWork() float64 { return autoGPUWorkPerCore * float64(runtime.GOMAXPROCS(0)) }
 
 // workload describes the passes a command will run, for choosing and checking a backend.
 type workload struct {
@@ -53,11 +60,6 @@ func trainLoad(c gpt.Config, batch int) workload {
 	return modelLoad(c, batch*c.Ctx, c.FLOPsPerToken())
 }
 
-// autoPicksGPU says whether --backend auto may choose the GPU. It stays false until the WebGPU
-// backend has been verified on hardware GPUs (see docs/webgpu.md: on 2026-11-22 an NVIDIA H100
-// still failed some parity tests).
-const autoPicksGPU = false
-
 // openBackend returns the named compute backend for work. With "auto" it picks the GPU when a
 // hardware adapter exists, the model's tensors fit its buffers and a pass is large enough to
 // gain; it falls back to the CPU otherwise, and says on w which it chose and why.
@@ -76,12 +78,9 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		}
 		return be, nil
 	case "auto", "":
-		if !autoPicksGPU {
-			fmt.Fprintln(w, "backend auto: cpu (the WebGPU backend is experimental: not yet verified on a hardware GPU; --backend webgpu tries it)")
-			return cpu.New(), nil
-		}
-		if work.flops > 0 && work.flops < autoGPUWork {
-			fmt.Fprintf(w, "backend auto: cpu (a pass is only %.3g MFLOP; at this size kernel launches on a GPU would cost more than they gain)\n", work.flops/1e6)
+		if work.flops > 0 && work.flops < autoGPUWork() {
+			fmt.Fprintf(w, "backend auto: cpu (a pass is %.3g GFLOP, under the %.3g GFLOP from which a GPU overtakes %d CPU threads)\n",
+				work.flops/1e9, autoGPUWork()/1e9, runtime.GOMAXPROCS(0))
 			return cpu.New(), nil
 		}
 		be, err := webgpu.New()
@@ -101,7 +100,8 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		}
 		why := "a GPU adapter is available"
 		if work.flops > 0 {
-			why = fmt.Sprintf("a GPU adapter is available and a pass is %.3g MFLOP", work.flops/1e6)
+			why = fmt.Sprintf("a hardware GPU and a pass of %.3g GFLOP, over the %.3g GFLOP from which it overtakes %d CPU threads",
+				work.flops/1e9, autoGPUWork()/1e9, runtime.GOMAXPROCS(0))
 		}
 		fmt.Fprintf(w, "backend auto: %s (%s)\n", be.Describe(), why)
 		return be, nil

@@ -5,9 +5,11 @@
 // exp(score − lse). Threads of a workgroup are consecutive queries of one head, so they read the
 // same keys and values.
 //
-// Heads are column blocks of width HS of the [rows, C] tensors. HS_MAX, the head size, is set
-// when the kernel is compiled, so that the loops over a head unroll and the per-thread arrays
-// stay in registers.
+// Heads are column blocks of width HSL of the [rows, C] tensors. For the usual head sizes (up to
+// 64) the Go side compiles a kernel per size, HSL and the per-thread arrays' size HS_MAX being
+// that size, so that the loops over a head unroll and the arrays stay in registers (with a bound
+// known only at run time they live in memory: several times slower on an NVIDIA H100). Wider
+// heads share one kernel: HS_MAX = 256 and HSL = prm.HS.
 
 const HS_MAX: u32 = HSMAXu;
 
@@ -61,12 +63,11 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     if (!t.ok) {
         return;
     }
-    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
-    let col = t.h * HS;
+    let col = t.h * HSL;
     let qrow = (t.b * prm.NQ + t.i) * prm.C + col;
     var qv: array<f32, HS_MAX>;
     var acc: array<f32, HS_MAX>;
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         qv[e] = b3[qrow + e];
         acc[e] = 0.0;
     }
@@ -76,7 +77,7 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     for (var j = 0u; j <= last; j++) {
         let krow = (t.b * prm.TK + j) * prm.C + col;
         var s = 0.0;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             s = fma(qv[e], b4[krow + e], s);
         }
         s *= prm.scale;
@@ -84,13 +85,13 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
         let corr = exp(m - mn);
         let p = exp(s - mn);
         l = l * corr + p;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             acc[e] = acc[e] * corr + p * b5[krow + e];
         }
         m = mn;
     }
     let inv = 1.0 / l;
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         b1[qrow + e] = acc[e] * inv;
     }
     if (prm.saveLSE != 0u) {
@@ -105,8 +106,7 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     if (!t.ok) {
         return;
     }
-    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
-    let col = t.h * HS;
+    let col = t.h * HSL;
     let T = prm.NQ;
     let row = (t.b * T + t.i) * prm.C + col;
     let li = (t.b * prm.NH + t.h) * T + t.i;
@@ -114,7 +114,7 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     var dov: array<f32, HS_MAX>;
     var dq: array<f32, HS_MAX>;
     var D = 0.0;
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         qv[e] = b4[row + e];
         dov[e] = b3[row + e];
         dq[e] = 0.0;
@@ -126,17 +126,17 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         let krow = (t.b * T + j) * prm.C + col;
         var s = 0.0;
         var dp = 0.0;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             s = fma(qv[e], b5[krow + e], s);
             dp = fma(dov[e], b6[krow + e], dp);
         }
         let p = exp(s * prm.scale - lse);
         let ds = p * (dp - D) * prm.scale;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             dq[e] = fma(ds, b5[krow + e], dq[e]);
         }
     }
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         b1[row + e] = dq[e];
     }
 }
@@ -148,8 +148,7 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     if (!t.ok) {
         return;
     }
-    let HS = HS_MAX; // a constant: loops unroll and the arrays stay in registers
-    let col = t.h * HS;
+    let col = t.h * HSL;
     let T = prm.NQ;
     let j = t.i;
     let row = (t.b * T + j) * prm.C + col;
@@ -157,7 +156,7 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     var vv: array<f32, HS_MAX>;
     var dk: array<f32, HS_MAX>;
     var dv: array<f32, HS_MAX>;
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         kv[e] = b5[row + e];
         vv[e] = b6[row + e];
         dk[e] = 0.0;
@@ -168,18 +167,18 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
         let li = (t.b * prm.NH + t.h) * T + i;
         var s = 0.0;
         var dp = 0.0;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             s = fma(b4[qrow + e], kv[e], s);
             dp = fma(b3[qrow + e], vv[e], dp);
         }
         let p = exp(s * prm.scale - b8[li]);
         let ds = p * (dp - b7[li]) * prm.scale;
-        for (var e = 0u; e < HS; e++) {
+        for (var e = 0u; e < HSL; e++) {
             dv[e] = fma(p, b3[qrow + e], dv[e]);
             dk[e] = fma(ds, b4[qrow + e], dk[e]);
         }
     }
-    for (var e = 0u; e < HS; e++) {
+    for (var e = 0u; e < HSL; e++) {
         b1[row + e] = dk[e];
         b2[row + e] = dv[e];
     }

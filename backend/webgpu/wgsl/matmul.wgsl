@@ -12,7 +12,6 @@
 // multiplies its 4×4 register block: rows ty + 16·r and columns tx + 16·c of the tile. Every
 // element of C is summed in k order.
 
-const LAYOUT: u32 = LAYOUTu; // 0 NN, 1 NT, 2 TN (set when the kernel is compiled)
 
 struct Params {
     M: u32,
@@ -23,6 +22,8 @@ struct Params {
     kSlice: u32, // split K: each workgroup sums k in [s·kSlice, (s+1)·kSlice) of its slice s
     tilesM: u32, // tile rows: workgroup row wg.y is slice wg.y / tilesM, tile row wg.y % tilesM
     split: u32,  // 1: write slice s's partial sums to c[s·M·N ...] (no accumulate, no bias)
+    layout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
+                 // which matters where compiling is slow, as on lavapipe)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,7 +43,7 @@ fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
     if (i >= p.M || k >= kEnd) {
         return 0.0;
     }
-    if (LAYOUT == 2u) {
+    if (p.layout == 2u) {
         return a[k * p.M + i];
     }
     return a[i * p.K + k];
@@ -53,7 +54,7 @@ fn loadB(k: u32, j: u32, kEnd: u32) -> f32 {
     if (k >= kEnd || j >= p.N) {
         return 0.0;
     }
-    if (LAYOUT == 1u) {
+    if (p.layout == 1u) {
         return b[j * p.K + k];
     }
     return b[k * p.N + j];
@@ -94,7 +95,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             let idx = tid + e * 256u;
             var i: u32;
             var k: u32;
-            if (LAYOUT == 2u) { // A is [K, M]: consecutive i
+            if (p.layout == 2u) { // A is [K, M]: consecutive i
                 i = idx % TILE;
                 k = idx / TILE;
             } else { // A is [M, K]: consecutive k
@@ -104,7 +105,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             tileA[k * TILE + i] = loadA(row0 + i, k0 + k, kEnd);
             var j: u32;
             var kb: u32;
-            if (LAYOUT == 1u) { // B is [N, K]: consecutive k
+            if (p.layout == 1u) { // B is [N, K]: consecutive k
                 kb = idx % BK;
                 j = idx / BK;
             } else { // B is [K, N]: consecutive j
@@ -169,7 +170,7 @@ fn main8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid
             let idx = tid + e * 256u;
             var i: u32;
             var k: u32;
-            if (LAYOUT == 2u) { // A is [K, M]: consecutive i
+            if (p.layout == 2u) { // A is [K, M]: consecutive i
                 i = idx % TILE8;
                 k = idx / TILE8;
             } else { // A is [M, K]: consecutive k
@@ -179,7 +180,7 @@ fn main8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid
             tileA8[k * TILE8 + i] = loadA(row0 + i, k0 + k, kEnd);
             var j: u32;
             var kb: u32;
-            if (LAYOUT == 1u) { // B is [N, K]: consecutive k
+            if (p.layout == 1u) { // B is [N, K]: consecutive k
                 kb = idx % BK8;
                 j = idx / BK8;
             } else { // B is [K, N]: consecutive j
