@@ -84,18 +84,12 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+15)/16, 1)
 }
 
-// bigTiles is the number of 128×128 output tiles from which MatMul uses the 8×8 register
-// blocked kernel: with fewer, the 64×64 kernel's four times as many workgroups keep more of
-// the GPU busy.
-const bigTiles = 64
-
 // MatMul implements backend.Backend. A product that overwrites C is held back one call: if
 // the next call adds a bias to C (a linear layer), both run as one dispatch (see AddBias and
 // settle). The arithmetic is that of the two kernels in turn.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
 	be.settle()
-	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate,
-		big: ((M+127)/128)*((N+127)/128) >= bigTiles}
+	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}
 	if accumulate {
 		be.recordMatmul(mm, nil)
 		return
@@ -105,16 +99,16 @@ func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout,
 
 // matmulCall is a matrix product waiting to be recorded.
 type matmulCall struct {
-	c, a, b         *tensor
-	M, N, K         int
-	l               backend.Layout
-	accumulate, big bool
+	c, a, b    *tensor
+	M, N, K    int
+	l          backend.Layout
+	accumulate bool
 }
 
-// matmul records C = op(A)·op(B) with the 64×64-tile kernel or, if big, the 128×128 one.
-func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate, big bool) {
+// matmul records C = op(A)·op(B).
+func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
 	be.settle()
-	be.recordMatmul(&matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate, big: big}, nil)
+	be.recordMatmul(&matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}, nil)
 }
 
 // recordMatmul records mm, adding bias [N] to every row if bias is not nil.
@@ -128,11 +122,8 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	} else {
 		bias = be.unused(4)
 	}
-	entry, tile := "main", 64
-	if mm.big {
-		entry, tile = "main8", 128
-	}
-	k := be.kernel("matmul", entry, 4, 0)
+	const tile = 64
+	k := be.kernel("matmul", "main", 4, 0)
 	layout := uint32(mm.l)
 	tilesM, tilesN := (mm.M+tile-1)/tile, (mm.N+tile-1)/tile
 	slices := splitK(tilesM*tilesN, mm.K, mm.M*mm.N)
