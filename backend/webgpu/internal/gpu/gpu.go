@@ -517,10 +517,17 @@ func (d *Device) writeDirect(b *Buffer, off uint64, data []byte) error {
 	return d.submitWrites()
 }
 
-// fill records the clearing of all of b.
+// fill records the clearing of all of b, in windows of at most one binding.
 func (d *Device) fill(b *Buffer) error {
-	words := b.size / 4
-	return d.Dispatch(d.fillK, []uint32{uint32(words)}, []Binding{{Buf: b}}, groups1D(int(min(words, 1<<24))), 1, 1)
+	step := d.limits.MaxBindingSize / 256 * 256
+	for off := uint64(0); off < b.size; off += step {
+		n := min(step, b.size-off)
+		err := d.Dispatch(d.fillK, []uint32{uint32(n / 4)}, []Binding{{Buf: b, Off: off, Size: n}}, groups1D(int(min(n/4, 1<<24))), 1, 1)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // window returns a binding of b that covers n bytes from byte offset off and starts at an
