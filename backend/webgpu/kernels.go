@@ -232,7 +232,7 @@ func attnParams(B, NQ, TK, C, NH, P0 int, saveLSE bool) []uint32 {
 		s = 1
 	}
 	return []uint32{uint32(B), uint32(NQ), uint32(TK), uint32(C), uint32(NH), uint32(hs), uint32(P0),
-		f32(float32(1 / math.Sqrt(float64(hs)))), s}
+		f32(float32(1 / math.Sqrt(float64(hs)))), s, 1}
 }
 
 // attnKernel returns the attention entry for head size C/NH: compiled for that size when it is
@@ -261,15 +261,42 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
-// AttentionBackward implements backend.Backend.
+// AttentionBackward implements backend.Backend. dk and dv sum over each key's queries in
+// slices, each its own thread, when a pass has few keys (see dkdvSlices); the slices' partial
+// sums are then added in order.
 func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
 	x, y := be.attnGroups(B*NH, T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
 	be.run(be.attnKernel("backward_dq", C, NH), prm,
 		[]*tensor{ten(dq), D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
+	S := dkdvSlices(B*NH*T, T)
+	pk, pv := ten(dk), ten(dv)
+	if S > 1 {
+		pk, pv = be.scratchTensor("attention dk slices", S*B*T*C), be.scratchTensor("attention dv slices", S*B*T*C)
+		prm[len(prm)-1] = uint32(S)
+		x, y = be.attnGroups(B*NH*S, T)
+	}
 	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
-		[]*tensor{ten(dk), ten(dv), ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
+		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
+	if S > 1 {
+		be.sumSlices(ten(dk), pk, S, B*T*C)
+		be.sumSlices(ten(dv), pv, S, B*T*C)
+	}
+}
+
+// dkdvSlices is the number of slices each key's queries are split into: enough threads for
+// a large GPU (about 64K) when keys are fewer, with at least 8 queries per slice.
+func dkdvSlices(keys, T int) int {
+	return max(1, min(65536/max(keys, 1), T/8, 16))
+}
+
+// sumSlices records out[e] = Σ_s part[s·n + e] for e < n, slices added in order (the matmul
+// family's reduce kernel, as for a product of 1×n).
+func (be *Backend) sumSlices(out, part *tensor, S, n int) {
+	x, y := be.grid(min((n+255)/256, 4096))
+	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{1, uint32(n), 0, 0, 0, uint32(S), 0, 0, 0},
+		[]*tensor{out, part, be.unused(3), be.unused(4)}, x, y)
 }
 
 // AttentionDecode implements backend.Backend.

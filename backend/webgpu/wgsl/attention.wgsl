@@ -23,6 +23,8 @@ struct Params {
     P0: u32,    // position of query 0 (0 in training, pos when decoding)
     scale: f32, // 1/sqrt(HS)
     saveLSE: u32,
+    slices: u32, // backward_dkdv: threads per key, each summing one slice of its queries into
+                 // partial sums (slice s at element offset s·B·T·C of dk and dv); others: 1
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
@@ -38,20 +40,24 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> b7: array<f32>;
 @group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
-// task splits a flat thread index into (sequence b, head h, row i); ok is false past the end.
+// task splits a flat thread index into (slice s, sequence b, head h, row i); ok is false past
+// the end.
 struct Task {
     b: u32,
     h: u32,
     i: u32,
+    s: u32,
     ok: bool,
 }
 
 fn task(id: vec3<u32>, nwg: vec3<u32>, rows: u32) -> Task {
     let idx = id.y * nwg.x * 64u + id.x;
     var t: Task;
-    t.ok = idx < prm.B * prm.NH * rows;
+    t.ok = idx < prm.B * prm.NH * rows * prm.slices;
     t.i = idx % rows;
-    let bh = idx / rows;
+    let bhs = idx / rows;
+    let bh = bhs % (prm.B * prm.NH);
+    t.s = bhs / (prm.B * prm.NH);
     t.h = bh % prm.NH;
     t.b = bh / prm.NH;
     return t;
@@ -142,6 +148,8 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
 }
 
 // dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i
+// Key j's queries i ≥ j are split into prm.slices equal ranges, one thread each (a short
+// sequence of keys would keep few threads busy, the first key's doing all the work).
 @compute @workgroup_size(64)
 fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = task(id, nwg, prm.NQ);
@@ -162,7 +170,10 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
         dk[e] = 0.0;
         dv[e] = 0.0;
     }
-    for (var i = j; i < T; i++) {
+    let per = (T - j + prm.slices - 1u) / prm.slices;
+    let lo = j + t.s * per;
+    let hi = min(T, lo + per);
+    for (var i = lo; i < hi; i++) {
         let qrow = (t.b * T + i) * prm.C + col;
         let li = (t.b * prm.NH + t.h) * T + i;
         var s = 0.0;
@@ -178,8 +189,9 @@ fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
             dk[e] = fma(ds, b4[qrow + e], dk[e]);
         }
     }
+    let out = t.s * prm.B * T * prm.C + row;
     for (var e = 0u; e < HSL; e++) {
-        b1[row + e] = dk[e];
-        b2[row + e] = dv[e];
+        b1[out + e] = dk[e];
+        b2[out + e] = dv[e];
     }
 }
