@@ -261,34 +261,36 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
-// AttentionBackward implements backend.Backend. dk and dv sum over each key's queries in
-// slices, each its own thread, when a pass has few keys (see dkdvSlices); the slices' partial
-// sums are then added in order.
+// AttentionBackward implements backend.Backend. dq sums over each query's keys, and dk and dv
+// over each key's queries, in slices, each its own thread, when a pass has few rows (see
+// attnSlices); the slices' partial sums are then added in order.
 func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
-	x, y := be.attnGroups(B*NH, T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
-	be.run(be.attnKernel("backward_dq", C, NH), prm,
-		[]*tensor{ten(dq), D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
-	S := dkdvSlices(B*NH*T, T)
-	pk, pv := ten(dk), ten(dv)
+	S := attnSlices(B*NH*T, T)
+	pq, pk, pv := ten(dq), ten(dk), ten(dv)
 	if S > 1 {
-		pk, pv = be.scratchTensor("attention dk slices", S*B*T*C), be.scratchTensor("attention dv slices", S*B*T*C)
+		n := S * B * T * C
+		pq, pk, pv = be.scratchTensor("attention dq slices", n), be.scratchTensor("attention dk slices", n), be.scratchTensor("attention dv slices", n)
 		prm[len(prm)-1] = uint32(S)
-		x, y = be.attnGroups(B*NH*S, T)
 	}
+	x, y := be.attnGroups(B*NH*S, T)
+	be.run(be.attnKernel("backward_dq", C, NH), prm,
+		[]*tensor{pq, D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
 	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
 		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
 	if S > 1 {
+		be.sumSlices(ten(dq), pq, S, B*T*C)
 		be.sumSlices(ten(dk), pk, S, B*T*C)
 		be.sumSlices(ten(dv), pv, S, B*T*C)
 	}
 }
 
-// dkdvSlices is the number of slices each key's queries are split into: enough threads for
-// a large GPU (about 64K) when keys are fewer, with at least 8 queries per slice.
-func dkdvSlices(keys, T int) int {
-	return max(1, min(65536/max(keys, 1), T/8, 16))
+// attnSlices is the number of slices each row's partner rows are split into in the backward
+// pass: enough threads for a large GPU (about 64K) when rows are fewer, with at least 8
+// partners per slice.
+func attnSlices(rows, T int) int {
+	return max(1, min(65536/max(rows, 1), T/8, 16))
 }
 
 // sumSlices records out[e] = Σ_s part[s·n + e] for e < n, slices added in order (the matmul

@@ -23,8 +23,8 @@ struct Params {
     P0: u32,    // position of query 0 (0 in training, pos when decoding)
     scale: f32, // 1/sqrt(HS)
     saveLSE: u32,
-    slices: u32, // backward_dkdv: threads per key, each summing one slice of its queries into
-                 // partial sums (slice s at element offset s·B·T·C of dk and dv); others: 1
+    slices: u32, // backward: threads per row, each summing one slice of its partner rows into
+                 // partial sums (slice s at element offset s·B·T·C of dq, dk and dv); forward: 1
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
@@ -106,6 +106,8 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
 }
 
 // dq_i = scale · Σ_{j≤i} p_ij·(dout_i·v_j − D_i)·k_j, with D_i = dout_i·out_i (saved for dkdv).
+// Query i's keys j ≤ i are split into prm.slices equal ranges, one thread each, as in
+// backward_dkdv.
 @compute @workgroup_size(64)
 fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = task(id, nwg, prm.NQ);
@@ -126,9 +128,14 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         dq[e] = 0.0;
         D = fma(dov[e], b7[row + e], D);
     }
-    b2[li] = D;
+    if (t.s == 0u) {
+        b2[li] = D;
+    }
     let lse = b8[li];
-    for (var j = 0u; j <= t.i; j++) {
+    let per = (t.i + prm.slices) / prm.slices; // ⌈(i+1)/slices⌉
+    let lo = t.s * per;
+    let hi = min(t.i + 1u, lo + per);
+    for (var j = lo; j < hi; j++) {
         let krow = (t.b * T + j) * prm.C + col;
         var s = 0.0;
         var dp = 0.0;
@@ -142,8 +149,9 @@ fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
             dq[e] = fma(ds, b5[krow + e], dq[e]);
         }
     }
+    let out = t.s * prm.B * T * prm.C + row;
     for (var e = 0u; e < HSL; e++) {
-        b1[row + e] = dq[e];
+        b1[out + e] = dq[e];
     }
 }
 
