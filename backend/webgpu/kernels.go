@@ -123,24 +123,30 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 		bias = be.unused(4)
 	}
 	const tile = 64
-	k := be.kernel("matmul", "main", 4, 0)
-	layout := uint32(mm.l)
 	tilesM, tilesN := (mm.M+tile-1)/tile, (mm.N+tile-1)/tile
 	slices := splitK(tilesM*tilesN, mm.K, mm.M*mm.N)
-	if slices == 1 {
-		be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(mm.K), uint32(tilesM), 0, layout},
-			[]*tensor{mm.c, mm.a, mm.b, bias}, tilesN, tilesM)
-		return
+	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
+	// each slice's partial sums (ignoring both) and reduceSlices finishes C.
+	out, kSlice, split := mm.c, mm.K, uint32(0)
+	if slices > 1 {
+		kSlice = (mm.K + slices - 1) / slices
+		kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
+		slices = (mm.K + kSlice - 1) / kSlice
+		out, split = be.scratchTensor("matmul partial sums", slices*mm.M*mm.N), 1
 	}
-	kSlice := (mm.K + slices - 1) / slices
-	kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
-	slices = (mm.K + kSlice - 1) / kSlice
-	part := be.scratchTensor("matmul partial sums", slices*mm.M*mm.N)
-	be.run(k, []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), 0, 0, uint32(kSlice), uint32(tilesM), 1, layout},
-		[]*tensor{part, mm.a, mm.b, be.unused(4)}, tilesN, tilesM*slices)
-	x, y := be.grid(min((mm.M*mm.N+255)/256, 4096))
-	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(slices), 0, 0, 0},
-		[]*tensor{mm.c, part, be.unused(3), bias}, x, y)
+	be.run(be.kernel("matmul", "main", 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l)},
+		[]*tensor{out, mm.a, mm.b, bias}, tilesN, tilesM*slices)
+	if slices > 1 {
+		be.reduceSlices(mm.c, out, slices, mm.M, mm.N, acc, hasBias, bias)
+	}
+}
+
+// reduceSlices records C = Σ_s part[s] (+ C if acc) (+ bias[j] to every row if hasBias) for
+// C [M, N] and part [slices, M, N], slices added in order (matmul.wgsl's reduce).
+func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int, acc, hasBias uint32, bias *tensor) {
+	x, y := be.grid(min((M*N+255)/256, 4096))
+	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{uint32(M), uint32(N), 0, acc, hasBias, uint32(slices), 0, 0, 0},
+		[]*tensor{c, part, be.unused(3), bias}, x, y)
 }
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
@@ -280,9 +286,9 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
 		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
 	if S > 1 {
-		be.sumSlices(ten(dq), pq, S, B*T*C)
-		be.sumSlices(ten(dk), pk, S, B*T*C)
-		be.sumSlices(ten(dv), pv, S, B*T*C)
+		for _, t := range [][2]*tensor{{ten(dq), pq}, {ten(dk), pk}, {ten(dv), pv}} {
+			be.reduceSlices(t[0], t[1], S, 1, B*T*C, 0, 0, be.unused(4))
+		}
 	}
 }
 
@@ -291,14 +297,6 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 // partners per slice.
 func attnSlices(rows, T int) int {
 	return max(1, min(65536/max(rows, 1), T/8, 16))
-}
-
-// sumSlices records out[e] = Σ_s part[s·n + e] for e < n, slices added in order (the matmul
-// family's reduce kernel, as for a product of 1×n).
-func (be *Backend) sumSlices(out, part *tensor, S, n int) {
-	x, y := be.grid(min((n+255)/256, 4096))
-	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{1, uint32(n), 0, 0, 0, uint32(S), 0, 0, 0},
-		[]*tensor{out, part, be.unused(3), be.unused(4)}, x, y)
 }
 
 // AttentionDecode implements backend.Backend.

@@ -115,10 +115,7 @@ type Device struct {
 
 	fillK, uploadK *Kernel // the layer's own kernels (see ownKernels)
 
-	// Ordering that the binding does not provide (see sync): a copy or clear is pending in the
-	// stream, and a submit may still be running on the GPU.
-	transferPending bool
-	lastSubmit      uint64 // index of the latest submit
+	lastSubmit uint64 // index of the latest submit: the GPU may still be running it (see Ordering)
 
 	graveBufs   []*wgpu.Buffer // freed, released after the next submit
 	graveGroups []*wgpu.BindGroup
@@ -542,9 +539,10 @@ func (d *Device) window(b *Buffer, off, n uint64) Binding {
 // per-dimension limit (kernels loop over the rest).
 func groups1D(n int) int { return max(1, min((n+255)/256, 65535)) }
 
-// ownWGSL holds the layer's own kernels: fill clears a buffer, upload copies a window of the
-// upload arena into a buffer. Both stride over the grid, so any length fits one dispatch.
-const ownWGSL = `
+// The layer's own kernels: fill clears a buffer, upload copies a window of the upload arena
+// (a uniform binding) into a buffer. Both stride over the grid, so any length fits one
+// dispatch.
+const fillWGSL = `
 struct Params { n: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
@@ -574,7 +572,7 @@ fn upload(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
 // ownKernels compiles the layer's own kernels.
 func (d *Device) ownKernels() error {
 	var err error
-	if d.fillK, err = d.newKernel("fill", ownWGSL, "fill", []bool{false}); err != nil {
+	if d.fillK, err = d.newKernel("fill", fillWGSL, "fill", []bool{false}); err != nil {
 		return err
 	}
 	d.uploadK, err = d.newKernel("upload", uploadWGSL, "upload", []bool{false, true})
@@ -619,16 +617,17 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 		}
 		d.readback = rb
 	}
-	if err := d.beforeCommand(); err != nil {
-		return err
-	}
 	if err := d.encoder(); err != nil {
 		return err
 	}
 	d.endPass()
 	d.enc.CopyBufferToBuffer(src, off, d.readback, 0, (n+3)/4*4)
-	d.transferPending = true
+	// The copy ends the submit, so nothing later in the stream reads what it wrote. The host
+	// waits for it as for every submit (spinning first, see SpinTime) before mapping.
 	if err := d.Flush(); err != nil {
+		return err
+	}
+	if err := d.beforeWrite(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReadTimeout)
@@ -766,9 +765,6 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 			return err
 		}
 	}
-	if err := d.beforeCommand(); err != nil {
-		return err
-	}
 	d.collect()
 	t0 := time.Now()
 	defer func() { d.stats.RecordTime += time.Since(t0) }()
@@ -864,22 +860,25 @@ func (d *Device) submitWrites() error {
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
+	if err := d.submit(cb); err != nil {
+		return err
+	}
+	return d.beforeWrite()
+}
+
+// submit submits cb (with the binding's queued writes ahead of it) and notes its index.
+func (d *Device) submit(cb *wgpu.CommandBuffer) error {
 	t0 := time.Now()
 	idx, err := d.queue.Submit(cb)
 	d.stats.SubmitTime += time.Since(t0)
 	d.stats.Submits++
 	if err != nil {
-		return d.fail(fmt.Errorf("submitting GPU writes: %w", err))
+		if errors.Is(err, wgpu.ErrDeviceLost) {
+			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
+		}
+		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
 	}
 	d.lastSubmit = idx
-	return d.beforeWrite()
-}
-
-// beforeCommand starts a new submit when the stream ends with a copy or clear.
-func (d *Device) beforeCommand() error {
-	if d.transferPending {
-		return d.Flush()
-	}
 	return nil
 }
 
@@ -964,28 +963,11 @@ func (d *Device) Flush() error {
 	d.enc = nil
 	d.paramBytes = d.paramBytes[:0]
 	d.nparams = 0
-	transfer := d.transferPending
-	d.transferPending = false
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
-	t0 := time.Now()
-	idx, err := d.queue.Submit(cb)
-	d.stats.SubmitTime += time.Since(t0)
-	d.stats.Submits++
-	if err != nil {
-		if errors.Is(err, wgpu.ErrDeviceLost) {
-			return d.fail(fmt.Errorf("the GPU device was lost: %w", err))
-		}
-		return d.fail(fmt.Errorf("submitting GPU work: %w", err))
-	}
-	d.lastSubmit = idx
-	if transfer {
-		// Separate submits are not ordered on the GPU either: let the copy or clear finish
-		// before anything that may read what it wrote is submitted.
-		if err := d.beforeWrite(); err != nil {
-			return err
-		}
+	if err := d.submit(cb); err != nil {
+		return err
 	}
 	d.bury()
 	d.collect()
