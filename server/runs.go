@@ -347,15 +347,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		Warmup: opts.Warmup, Dropout: opts.Dropout, Seed: opts.Seed, Backend: beName, Dtype: "fp32",
 		Corpus: CorpusInfo{Source: source, Bytes: len(corpus.Text)}, History: []format.LossPoint{}}
 	s.mu.Lock()
-	if s.isClosing() {
-		s.mu.Unlock()
-		httpError(w, http.StatusServiceUnavailable, "the server is shutting down; no new training starts")
-		return
-	}
-	if s.job != nil && s.job.active() {
-		j := s.job
-		s.mu.Unlock()
-		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+	if !s.mayStartLocked(w) {
 		return
 	}
 	ok = true
@@ -363,6 +355,24 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	st := j.snapshotState()
 	writeJSON(w, http.StatusCreated, StartResponse{Run: st.Run, Warnings: planWarnings(opts, len(corpus.Text))})
+}
+
+// mayStartLocked reports whether a training job may start now: not while the server shuts
+// down, and not while another job trains. Called with s.mu held; when it refuses, it has
+// answered w and unlocked s.mu.
+func (s *Server) mayStartLocked(w http.ResponseWriter) bool {
+	if s.isClosing() {
+		s.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "the server is shutting down; no new training starts")
+		return false
+	}
+	if s.job != nil && s.job.active() {
+		j := s.job
+		s.mu.Unlock()
+		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+		return false
+	}
+	return true
 }
 
 func busyMessage(j *job) string {
@@ -439,15 +449,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		s.store.writeCorpus(run.ID, t.Corpus.Text)
 	}
 	s.mu.Lock()
-	if s.isClosing() {
-		s.mu.Unlock()
-		httpError(w, http.StatusServiceUnavailable, "the server is shutting down; no new training starts")
-		return
-	}
-	if s.job != nil && s.job.active() {
-		j := s.job
-		s.mu.Unlock()
-		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+	if !s.mayStartLocked(w) {
 		return
 	}
 	run.Backend = beName
