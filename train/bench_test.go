@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"tinygpt/backend"
 	"tinygpt/backend/cpu"
 	"tinygpt/gpt"
 )
@@ -14,24 +15,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, name := range []string{"tiny", "small", "medium"} {
 		p, _ := gpt.PresetByName(name)
 		b.Run(name, func(b *testing.B) {
-			be := cpu.New()
-			m, _ := gpt.New(be, p.Config)
-			m.SetWeights(gpt.InitWeights(p.Config, 1))
-			o := NewOptimizer(m)
-			n := p.Batch * p.Ctx
-			in, tg := make([]int32, n), make([]int32, n)
-			for i := range in {
-				in[i], tg[i] = int32(i*7%256), int32(i*13%256)
-			}
-			batch := gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: in, Targets: tg}
-			step := func() {
-				m.ZeroGrads()
-				if _, err := m.TrainForward(batch, 0, 0); err != nil {
-					b.Fatal(err)
-				}
-				m.Backward()
-				o.Update(3e-4)
-			}
+			step := presetStep(b, cpu.New(), p)
 			step()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -40,6 +24,35 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/step")
 		})
+	}
+}
+
+// presetStep returns one full training step (forward, backward, AdamW) of preset p on be, on
+// a fixed batch, for the benchmarks and the kernel breakdown.
+func presetStep(tb testing.TB, be backend.Backend, p gpt.Preset) func() {
+	m, err := gpt.New(be, p.Config)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := m.SetWeights(gpt.InitWeights(p.Config, 1)); err != nil {
+		tb.Fatal(err)
+	}
+	o := NewOptimizer(m)
+	n := p.Batch * p.Ctx
+	in, tg := make([]int32, n), make([]int32, n)
+	for i := range in {
+		in[i], tg[i] = int32(i*7%256), int32(i*13%256)
+	}
+	batch := gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: in, Targets: tg}
+	return func() {
+		m.ZeroGrads()
+		if _, err := m.TrainForward(batch, 0, 0); err != nil {
+			tb.Fatal(err)
+		}
+		if err := m.Backward(); err != nil {
+			tb.Fatal(err)
+		}
+		o.Update(3e-4)
 	}
 }
 

@@ -103,21 +103,7 @@ func TestKernelBreakdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := &timedBackend{Backend: cpu.New(), total: map[string]time.Duration{}, calls: map[string]int{}}
-	m, _ := gpt.New(be, p.Config)
-	m.SetWeights(gpt.InitWeights(p.Config, 1))
-	o := NewOptimizer(m)
-	n := p.Batch * p.Ctx
-	in, tg := make([]int32, n), make([]int32, n)
-	for i := range in {
-		in[i], tg[i] = int32(i*7%256), int32(i*13%256)
-	}
-	batch := gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: in, Targets: tg}
-	step := func() {
-		m.ZeroGrads()
-		m.TrainForward(batch, 0, 0)
-		m.Backward()
-		o.Update(3e-4)
-	}
+	step := presetStep(t, be, p)
 	for range 3 {
 		step()
 	}
