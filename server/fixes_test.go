@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,27 @@ func TestStoppedRunKeepsSample(t *testing.T) {
 	b.json("GET", "/api/runs", nil, http.StatusOK, &list)
 	if len(list.Runs) != 1 || list.Runs[0].Status != StatusStopped || list.Runs[0].Sample == "" || len(list.Runs[0].Sample) > maxListSample+len("…") {
 		t.Fatalf("after a restart: %+v", list.Runs)
+	}
+}
+
+// A job's final state and its end are one step under its lock: no state snapshot, however it
+// interleaves with the job's last save, shows a final state ("done") while the job is still
+// active, which left the page treating a finished run as live.
+func TestFinishedStateNeverActive(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(30), http.StatusCreated, &start)
+	for {
+		st := ts.s.jobState()
+		if st.Active && st.State != StatusTraining && st.State != StatusPaused {
+			t.Fatalf("state %q reported as active", st.State)
+		}
+		if !st.Active && st.Run != nil {
+			if st.State != StatusDone {
+				t.Fatalf("run ended %q, want %q", st.State, StatusDone)
+			}
+			return
+		}
+		runtime.Gosched()
 	}
 }

@@ -111,7 +111,9 @@ type snapshot struct {
 	weights []float32
 }
 
-// active reports whether the job is still training or paused.
+// active reports whether the job is still training or paused. The job's state turns final
+// (done, stopped, failed) at the moment done is closed, under mu, so a state snapshot never
+// shows a final state for an active job.
 func (j *job) active() bool {
 	select {
 	case <-j.done:
@@ -303,16 +305,15 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 		j.samples = append(j.samples, Sample{Step: t.Step(), Text: t.Sample})
 		j.mu.Unlock()
 	}
-	s.saveRunFromTrainer(j, t, status)
 	j.mu.Lock()
-	j.state = status
 	j.run.Error = msg
 	j.mu.Unlock()
-	if msg != "" {
-		s.saveRun(j)
-	}
+	s.saveRunFromTrainer(j, t, status)
 	s.models.forget(j.id) // the next generation loads the final checkpoint
+	j.mu.Lock()
+	j.state = status
 	close(j.done)
+	j.mu.Unlock()
 	s.hub.publish("state", j.snapshotState())
 }
 
