@@ -122,7 +122,7 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 	} else {
 		bias = be.unused(4)
 	}
-	const tile = 64
+	entry, tile := matmulKernel(mm.M, mm.N)
 	tilesM, tilesN := (mm.M+tile-1)/tile, (mm.N+tile-1)/tile
 	slices := splitK(tilesM*tilesN, mm.K, mm.M*mm.N)
 	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
@@ -134,11 +134,25 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 		slices = (mm.K + kSlice - 1) / kSlice
 		out, split = be.scratchTensor("matmul partial sums", slices*mm.M*mm.N), 1
 	}
-	be.run(be.kernel("matmul", "main", 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l)},
+	be.run(be.kernel("matmul", entry, 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l)},
 		[]*tensor{out, mm.a, mm.b, bias}, tilesN, tilesM*slices)
 	if slices > 1 {
 		be.reduceSlices(mm.c, out, slices, mm.M, mm.N, acc, hasBias, bias)
 	}
+}
+
+// forceTile, when not 0, makes every product use the kernel of that tile size (64 or 128), for
+// tests and benchmarks of each kernel.
+var forceTile int
+
+// matmulKernel returns the product kernel for C [M, N] and its tile size: 128×128 tiles
+// (main128, four times the arithmetic per element read of the 64×64 kernel) when there are
+// enough of them to fill a large GPU, else 64×64 (which a long K then splits further).
+func matmulKernel(M, N int) (entry string, tile int) {
+	if forceTile == 128 || forceTile == 0 && ((M+127)/128)*((N+127)/128) >= 128 {
+		return "main128", 128
+	}
+	return "main64", 64
 }
 
 // reduceSlices records C = Σ_s part[s] (+ C if acc) (+ bias[j] to every row if hasBias) for

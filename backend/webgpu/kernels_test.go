@@ -141,21 +141,25 @@ func (e *env) check(what string, p pair, tol float64) {
 func TestMatMul(t *testing.T) {
 	e := newEnv(t, 1)
 	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}}
-	for _, s := range shapes {
-		M, N, K := s[0], s[1], s[2]
-		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
-			for _, acc := range []bool{false, true} {
-				a := e.in(e.randn(M*K, 1))
-				b := e.in(e.randn(K*N, 1))
-				var c pair
-				if acc {
-					c = e.in(e.randn(M*N, 1))
-				} else {
-					c = e.out(M * N)
+	defer func() { forceTile = 0 }()
+	for _, tile := range []int{64, 128} {
+		forceTile = tile
+		for _, s := range shapes {
+			M, N, K := s[0], s[1], s[2]
+			for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+				for _, acc := range []bool{false, true} {
+					a := e.in(e.randn(M*K, 1))
+					b := e.in(e.randn(K*N, 1))
+					var c pair
+					if acc {
+						c = e.in(e.randn(M*N, 1))
+					} else {
+						c = e.out(M * N)
+					}
+					e.g.matmul(c.g, a.g, b.g, M, N, K, l, acc)
+					cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+					e.check(fmt.Sprintf("tile %d %dx%dx%d/%s/acc=%v", tile, M, N, K, l, acc), c, 1e-5*math.Sqrt(float64(K)))
 				}
-				e.g.matmul(c.g, a.g, b.g, M, N, K, l, acc)
-				cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
-				e.check(fmt.Sprintf("%dx%dx%d/%s/acc=%v", M, N, K, l, acc), c, 1e-5*math.Sqrt(float64(K)))
 			}
 		}
 	}

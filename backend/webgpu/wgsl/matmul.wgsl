@@ -6,12 +6,17 @@
 // batch's tokens) would keep most of the GPU idle, so K can be split into slices: each
 // workgroup sums one slice of one tile into a partial product, and reduce adds them up.
 //
-// Each workgroup of 16×16 threads computes a 64×64 tile of C. The inner dimension is walked in
-// blocks of 16: the workgroup copies the 64×16 block of A and the 16×64 block of B into
-// workgroup memory (zero outside the matrices, so any shape is safe), then each thread
-// multiplies its 4×4 register block: rows ty + 16·r and columns tx + 16·c of the tile. Every
-// element of C is summed in k order.
-
+// Two kernels, one pipeline each (the layout is a parameter): main64 computes a 64×64 tile of C
+// per workgroup of 16×16 threads, each thread a 4×4 register block; main128 a 128×128 tile,
+// each thread an 8×8 block, four times the arithmetic per element read from workgroup memory,
+// for products with enough such tiles to fill the GPU. Both walk the inner dimension in blocks:
+// the workgroup copies a block of A and of B into workgroup memory (zero outside the matrices,
+// so any shape is safe; the next block is read from memory into registers while the current
+// one is multiplied), then each thread reads vec4 of A and of B from the tiles and updates its
+// register block with vec4 multiply-adds. Thread (tx, ty) holds rows 4·ty + r and columns 4·tx
+// + q of the tile (and, in main128, rows and columns 64 further). Every element of C is summed
+// in k order. The register blocks are named vec4 variables: an array indexed in loops (the
+// first 8×8 kernel) was spilled to memory by NVIDIA's driver and ran at 2 TFLOP/s on an H100.
 
 struct Params {
     M: u32,
@@ -32,11 +37,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> bias: array<f32>;
 
-const TILE: u32 = 64u;
-const BK: u32 = 16u;
-
-var<workgroup> tileA: array<f32, 1024>; // [BK][TILE]: tileA[k*TILE + i] = A(row0+i, k0+k)
-var<workgroup> tileB: array<f32, 1024>; // [BK][TILE]: tileB[k*TILE + j] = B(k0+k, col0+j)
 
 // loadA returns op(A)(i, k), 0 outside the matrix or past kEnd.
 fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
@@ -77,71 +77,200 @@ fn store(i: u32, j: u32, s: u32, v: f32) {
     c[i * p.N + j] = x;
 }
 
+// tileIndex returns where element e (0..1023) of the copy of a tile×bk block goes: (row or
+// column of the tile, k within the block), consecutive e following the operand's memory
+// layout (consecutive k if kFast, else consecutive rows or columns).
+fn tileIndex(e: u32, kFast: bool, tile: u32, bk: u32) -> vec2<u32> {
+    if (kFast) {
+        return vec2<u32>(e / bk, e % bk);
+    }
+    return vec2<u32>(e % tile, e / tile);
+}
+
+// fetchA returns elements tid + 256·e (e < 4) of the tile×bk block of A at rows row0 and
+// inner index k0, fetchB those of the bk×tile block of B at columns col0; put128 and put64
+// store them in a kernel's workgroup tile of A (isA) or B.
+fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
+    let i0 = tileIndex(tid, kFast, tile, bk);
+    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
+    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
+    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
+    return vec4<f32>(loadA(row0 + i0.x, k0 + i0.y, kEnd), loadA(row0 + i1.x, k0 + i1.y, kEnd),
+        loadA(row0 + i2.x, k0 + i2.y, kEnd), loadA(row0 + i3.x, k0 + i3.y, kEnd));
+}
+
+fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
+    let i0 = tileIndex(tid, kFast, tile, bk);
+    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
+    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
+    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
+    return vec4<f32>(loadB(k0 + i0.y, col0 + i0.x, kEnd), loadB(k0 + i1.y, col0 + i1.x, kEnd),
+        loadB(k0 + i2.y, col0 + i2.x, kEnd), loadB(k0 + i3.y, col0 + i3.x, kEnd));
+}
+
+// store4 stores C(i, j + q) = v[q] for the q < 4 inside the matrix.
+fn store4(i: u32, j: u32, s: u32, v: vec4<f32>) {
+    if (i >= p.M) {
+        return;
+    }
+    for (var q = 0u; q < 4u; q++) {
+        if (j + q < p.N) {
+            store(i, j + q, s, v[q]);
+        }
+    }
+}
+
+// main128: 128×128 tiles, blocks of 8 along k; per step of k a thread reads two vec4 of A and two
+// of B for 64 multiply-adds. The tiles' k rows are padded to 33 vec4 (main64's to 17) so that
+// copies along k hit distinct memory banks.
+const TILE128: u32 = 128u;
+const BK128: u32 = 8u;
+const ROW128: u32 = 33u; // vec4 per k row of a tile: 32 and one of padding
+
+var<workgroup> tA128: array<vec4<f32>, 264>; // [BK128][ROW128]: A(row0 + 4v + e, k0 + k) at [k·ROW128 + v][e]
+var<workgroup> tB128: array<vec4<f32>, 264>; // [BK128][ROW128]: B(k0 + k, col0 + 4v + e) at [k·ROW128 + v][e]
+
+fn put128(tid: u32, kFast: bool, v: vec4<f32>, isA: bool) {
+    let i0 = tileIndex(tid, kFast, TILE128, BK128);
+    let i1 = tileIndex(tid + 256u, kFast, TILE128, BK128);
+    let i2 = tileIndex(tid + 512u, kFast, TILE128, BK128);
+    let i3 = tileIndex(tid + 768u, kFast, TILE128, BK128);
+    if (isA) {
+        tA128[i0.y * ROW128 + i0.x / 4u][i0.x % 4u] = v.x;
+        tA128[i1.y * ROW128 + i1.x / 4u][i1.x % 4u] = v.y;
+        tA128[i2.y * ROW128 + i2.x / 4u][i2.x % 4u] = v.z;
+        tA128[i3.y * ROW128 + i3.x / 4u][i3.x % 4u] = v.w;
+    } else {
+        tB128[i0.y * ROW128 + i0.x / 4u][i0.x % 4u] = v.x;
+        tB128[i1.y * ROW128 + i1.x / 4u][i1.x % 4u] = v.y;
+        tB128[i2.y * ROW128 + i2.x / 4u][i2.x % 4u] = v.z;
+        tB128[i3.y * ROW128 + i3.x / 4u][i3.x % 4u] = v.w;
+    }
+}
+
 @compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let slice = wg.y / p.tilesM;
-    let row0 = (wg.y % p.tilesM) * TILE;
-    let col0 = wg.x * TILE;
+    let row0 = (wg.y % p.tilesM) * TILE128;
+    let col0 = wg.x * TILE128;
     let tid = lid.y * 16u + lid.x;
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i++) {
-        acc[i] = 0.0;
-    }
+    let aFast = p.layout != 2u; // A [M, K]: consecutive k
+    let bFast = p.layout == 1u; // B [N, K]: consecutive k
     let kEnd = min(p.K, (slice + 1u) * p.kSlice);
-    for (var k0 = slice * p.kSlice; k0 < kEnd; k0 += BK) {
-        // 1024 elements of each block, 4 per thread. Consecutive threads read consecutive
-        // addresses of the operand's memory layout.
-        for (var e = 0u; e < 4u; e++) {
-            let idx = tid + e * 256u;
-            var i: u32;
-            var k: u32;
-            if (p.layout == 2u) { // A is [K, M]: consecutive i
-                i = idx % TILE;
-                k = idx / TILE;
-            } else { // A is [M, K]: consecutive k
-                k = idx % BK;
-                i = idx / BK;
-            }
-            tileA[k * TILE + i] = loadA(row0 + i, k0 + k, kEnd);
-            var j: u32;
-            var kb: u32;
-            if (p.layout == 1u) { // B is [N, K]: consecutive k
-                kb = idx % BK;
-                j = idx / BK;
-            } else { // B is [K, N]: consecutive j
-                j = idx % TILE;
-                kb = idx / TILE;
-            }
-            tileB[kb * TILE + j] = loadB(k0 + kb, col0 + j, kEnd);
-        }
+    var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
+    var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
+    var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
+    var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
+    // The block in flight: elements tid + 256·e (e < 4) of each operand's block, read from
+    // memory while the previous block is multiplied. (Named vectors, no indexing by e: that
+    // too could land in memory.)
+    var k0 = slice * p.kSlice;
+    var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE128, BK128);
+    var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE128, BK128);
+    for (; k0 < kEnd; k0 += BK128) {
+        put128(tid, aFast, pa, true);
+        put128(tid, bFast, pb, false);
         workgroupBarrier();
-        for (var k = 0u; k < BK; k++) {
-            var av: array<f32, 4>;
-            var bv: array<f32, 4>;
-            for (var r = 0u; r < 4u; r++) {
-                av[r] = tileA[k * TILE + lid.y + 16u * r];
-                bv[r] = tileB[k * TILE + lid.x + 16u * r];
-            }
-            for (var r = 0u; r < 4u; r++) {
-                for (var q = 0u; q < 4u; q++) {
-                    acc[r * 4u + q] = fma(av[r], bv[q], acc[r * 4u + q]);
-                }
-            }
+        let k1 = k0 + BK128;
+        if (k1 < kEnd) {
+            pa = fetchA(tid, row0, k1, kEnd, aFast, TILE128, BK128);
+            pb = fetchB(tid, col0, k1, kEnd, bFast, TILE128, BK128);
+        }
+        for (var k = 0u; k < BK128; k++) {
+            let a0 = tA128[k * ROW128 + lid.y];
+            let a1 = tA128[k * ROW128 + 16u + lid.y];
+            let b0 = tB128[k * ROW128 + lid.x];
+            let b1 = tB128[k * ROW128 + 16u + lid.x];
+            c00 = fma(vec4<f32>(a0.x), b0, c00); c01 = fma(vec4<f32>(a0.x), b1, c01);
+            c10 = fma(vec4<f32>(a0.y), b0, c10); c11 = fma(vec4<f32>(a0.y), b1, c11);
+            c20 = fma(vec4<f32>(a0.z), b0, c20); c21 = fma(vec4<f32>(a0.z), b1, c21);
+            c30 = fma(vec4<f32>(a0.w), b0, c30); c31 = fma(vec4<f32>(a0.w), b1, c31);
+            c40 = fma(vec4<f32>(a1.x), b0, c40); c41 = fma(vec4<f32>(a1.x), b1, c41);
+            c50 = fma(vec4<f32>(a1.y), b0, c50); c51 = fma(vec4<f32>(a1.y), b1, c51);
+            c60 = fma(vec4<f32>(a1.z), b0, c60); c61 = fma(vec4<f32>(a1.z), b1, c61);
+            c70 = fma(vec4<f32>(a1.w), b0, c70); c71 = fma(vec4<f32>(a1.w), b1, c71);
         }
         workgroupBarrier();
     }
-    for (var r = 0u; r < 4u; r++) {
-        let i = row0 + lid.y + 16u * r;
-        if (i >= p.M) {
-            continue;
-        }
-        for (var q = 0u; q < 4u; q++) {
-            let j = col0 + lid.x + 16u * q;
-            if (j < p.N) {
-                store(i, j, slice, acc[r * 4u + q]);
-            }
-        }
+    let i0 = row0 + 4u * lid.y;
+    let i1 = i0 + 64u;
+    let j0 = col0 + 4u * lid.x;
+    let j1 = j0 + 64u;
+    store4(i0, j0, slice, c00); store4(i0, j1, slice, c01);
+    store4(i0 + 1u, j0, slice, c10); store4(i0 + 1u, j1, slice, c11);
+    store4(i0 + 2u, j0, slice, c20); store4(i0 + 2u, j1, slice, c21);
+    store4(i0 + 3u, j0, slice, c30); store4(i0 + 3u, j1, slice, c31);
+    store4(i1, j0, slice, c40); store4(i1, j1, slice, c41);
+    store4(i1 + 1u, j0, slice, c50); store4(i1 + 1u, j1, slice, c51);
+    store4(i1 + 2u, j0, slice, c60); store4(i1 + 2u, j1, slice, c61);
+    store4(i1 + 3u, j0, slice, c70); store4(i1 + 3u, j1, slice, c71);
+}
+
+// main64: 64×64 tiles, blocks of 16 along k; per step of k a thread reads one vec4 of A and one
+// of B for 16 multiply-adds.
+const TILE64: u32 = 64u;
+const BK64: u32 = 16u;
+const ROW64: u32 = 17u; // vec4 per k row of a tile: 16 and one of padding
+
+var<workgroup> tA64: array<vec4<f32>, 272>; // [BK64][ROW64]
+var<workgroup> tB64: array<vec4<f32>, 272>; // [BK64][ROW64]
+
+fn put64(tid: u32, kFast: bool, v: vec4<f32>, isA: bool) {
+    let i0 = tileIndex(tid, kFast, TILE64, BK64);
+    let i1 = tileIndex(tid + 256u, kFast, TILE64, BK64);
+    let i2 = tileIndex(tid + 512u, kFast, TILE64, BK64);
+    let i3 = tileIndex(tid + 768u, kFast, TILE64, BK64);
+    if (isA) {
+        tA64[i0.y * ROW64 + i0.x / 4u][i0.x % 4u] = v.x;
+        tA64[i1.y * ROW64 + i1.x / 4u][i1.x % 4u] = v.y;
+        tA64[i2.y * ROW64 + i2.x / 4u][i2.x % 4u] = v.z;
+        tA64[i3.y * ROW64 + i3.x / 4u][i3.x % 4u] = v.w;
+    } else {
+        tB64[i0.y * ROW64 + i0.x / 4u][i0.x % 4u] = v.x;
+        tB64[i1.y * ROW64 + i1.x / 4u][i1.x % 4u] = v.y;
+        tB64[i2.y * ROW64 + i2.x / 4u][i2.x % 4u] = v.z;
+        tB64[i3.y * ROW64 + i3.x / 4u][i3.x % 4u] = v.w;
     }
+}
+
+@compute @workgroup_size(16, 16)
+fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let slice = wg.y / p.tilesM;
+    let row0 = (wg.y % p.tilesM) * TILE64;
+    let col0 = wg.x * TILE64;
+    let tid = lid.y * 16u + lid.x;
+    let aFast = p.layout != 2u;
+    let bFast = p.layout == 1u;
+    let kEnd = min(p.K, (slice + 1u) * p.kSlice);
+    var c0 = vec4<f32>(0.0); var c1 = vec4<f32>(0.0); var c2 = vec4<f32>(0.0); var c3 = vec4<f32>(0.0);
+    var k0 = slice * p.kSlice;
+    var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE64, BK64);
+    var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE64, BK64);
+    for (; k0 < kEnd; k0 += BK64) {
+        put64(tid, aFast, pa, true);
+        put64(tid, bFast, pb, false);
+        workgroupBarrier();
+        let k1 = k0 + BK64;
+        if (k1 < kEnd) {
+            pa = fetchA(tid, row0, k1, kEnd, aFast, TILE64, BK64);
+            pb = fetchB(tid, col0, k1, kEnd, bFast, TILE64, BK64);
+        }
+        for (var k = 0u; k < BK64; k++) {
+            let av = tA64[k * ROW64 + lid.y];
+            let bv = tB64[k * ROW64 + lid.x];
+            c0 = fma(vec4<f32>(av.x), bv, c0);
+            c1 = fma(vec4<f32>(av.y), bv, c1);
+            c2 = fma(vec4<f32>(av.z), bv, c2);
+            c3 = fma(vec4<f32>(av.w), bv, c3);
+        }
+        workgroupBarrier();
+    }
+    let i0 = row0 + 4u * lid.y;
+    let j0 = col0 + 4u * lid.x;
+    store4(i0, j0, slice, c0);
+    store4(i0 + 1u, j0, slice, c1);
+    store4(i0 + 2u, j0, slice, c2);
+    store4(i0 + 3u, j0, slice, c3);
 }
 
 // reduce finishes a product whose K was split: C(i, j) = Σ_s partial_s(i, j) (+ C with
