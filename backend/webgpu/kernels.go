@@ -269,16 +269,29 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	return nil
 }
 
-// attnGroups sizes a grid of 64-thread workgroups, one thread per (sequence, head, row) of
-// seqs (sequence, head) pairs of rows rows.
-func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid((seqs*rows + 63) / 64) }
+// attnGroups sizes a grid of 64-thread workgroups, one per block of 64 rows (fewer in a
+// sequence's last block) of each of seqs (slice, sequence, head) triples of rows rows.
+func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs * ((rows + 63) / 64)) }
 
 // Attention implements backend.Backend.
+// When rows are few, each query's keys are split into slices (see attnSlices), whose partial
+// results forward_merge combines.
 func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
-	x, y := be.attnGroups(B*NH, T)
-	o := ten(out)
-	be.run(be.attnKernel("forward", C, NH), attnParams(B, T, T, C, NH, 0, true),
-		[]*tensor{o, ten(lse), ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
+	prm := attnParams(B, T, T, C, NH, 0, true)
+	S := attnSlices(B*NH*T, T)
+	o, l := ten(out), ten(lse)
+	if S > 1 {
+		o, l = be.scratchTensor("attention out slices", S*B*T*C), be.scratchTensor("attention m, l slices", 2*S*B*NH*T)
+		prm[len(prm)-1] = uint32(S)
+	}
+	x, y := be.attnGroups(B*NH*S, T)
+	be.run(be.attnKernel("forward", C, NH), prm,
+		[]*tensor{o, l, ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
+	if S > 1 {
+		x, y := be.grid((B*T*C + 63) / 64)
+		be.run(be.kernel("attention", "forward_merge", 8, 0), prm,
+			[]*tensor{ten(out), ten(lse), o, l, be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
+	}
 }
 
 // AttentionBackward implements backend.Backend. dq sums over each query's keys, and dk and dv
@@ -306,10 +319,15 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 	}
 }
 
-// attnSlices is the number of slices each row's partner rows are split into in the backward
-// pass: enough threads for a large GPU (about 64K) when rows are fewer, with at least 8
-// partners per slice.
+// forceSlices, when not 0, sets the number of attention slices, for tests.
+var forceSlices int
+
+// attnSlices is the number of slices each row's partner rows are split into: enough threads
+// for a large GPU (about 64K) when rows are fewer, with at least 8 partners per slice.
 func attnSlices(rows, T int) int {
+	if forceSlices != 0 {
+		return forceSlices
+	}
 	return max(1, min(65536/max(rows, 1), T/8, 16))
 }
 

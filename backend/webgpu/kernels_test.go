@@ -289,16 +289,26 @@ func TestDropout(t *testing.T) {
 
 func TestAttention(t *testing.T) {
 	e := newEnv(t, 6)
-	// B, T, C, NH: head sizes 16, 32, 37 (odd) and 100 (several rounds of merging parts), and
-	// sequences of one row and of more than one workgroup's 64 rows.
-	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 1, 64, 2}, {3, 13, 74, 2}, {1, 9, 100, 1}, {2, 150, 64, 2}} {
+	// B, T, C, NH: head sizes 16, 32, 7 (not a multiple of 4) and 100 (the kernel for any
+	// size; each size is a kernel of its own, which lavapipe compiles slowly), and
+	// sequences of one row and of more than one block of 64 rows; each with the rows' partners
+	// split into slices as the backend chooses (several, at these sizes), in one slice, and in
+	// more slices than some rows have partners.
+	defer func() { forceSlices = 0 }()
+	for _, c := range []struct {
+		s      [4]int
+		slices int
+	}{{[4]int{2, 37, 48, 3}, 0}, {[4]int{1, 1, 64, 2}, 0}, {[4]int{3, 13, 14, 2}, 0}, {[4]int{1, 9, 100, 1}, 0}, {[4]int{2, 150, 64, 2}, 0},
+		{[4]int{2, 150, 64, 2}, 1}, {[4]int{2, 37, 48, 3}, 1}, {[4]int{1, 70, 32, 2}, 13}} {
+		s := c.s
+		forceSlices = c.slices
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
 		q, k, v := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.in(e.randn(n, 1))
 		out, lse := e.out(n), e.out(B*NH*T)
 		e.g.Attention(out.g, lse.g, q.g, k.g, v.g, B, T, C, NH)
 		cpuBE.Attention(out.c, lse.c, q.c, k.c, v.c, B, T, C, NH)
-		name := fmt.Sprintf("attention %v", s)
+		name := fmt.Sprintf("attention %v slices %d", s, c.slices)
 		e.check(name+" out", out, 1e-5)
 		e.check(name+" lse", lse, 1e-5)
 

@@ -206,11 +206,15 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	switch file {
 	case "attention":
 		// variant is the head size (≤ 64: unrolled) or 0 (any size up to 256).
-		arr, loop := fmt.Sprintf("%du", variant), fmt.Sprintf("%du", variant)
+		hs4 := (int(variant) + 3) / 4
+		loop := fmt.Sprintf("%du", hs4)
 		if variant == 0 {
-			arr, loop = "256u", "prm.HS"
+			hs4, loop = 64, "((prm.HS + 3u) / 4u)"
 		}
-		code = strings.ReplaceAll(strings.ReplaceAll(code, "HSMAXu", arr), "HSL", loop)
+		// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory.
+		kt := min(32, 16384/(2*16*hs4)/4*4)
+		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
+			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4)).Replace(code)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)
 	if err != nil {

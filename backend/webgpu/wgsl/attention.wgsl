@@ -1,17 +1,30 @@
 // Causal multi-head attention, flash style: no T×T matrix is ever stored. One thread per
-// (sequence, head, query): the forward pass streams over the keys with an online softmax (a
-// running maximum m, a running sum l and a running weighted sum of values, rescaled whenever m
-// grows) and saves lse = m + log(l); the backward pass recomputes each probability as
-// exp(score − lse). Threads of a workgroup are consecutive queries of one head, so they read the
-// same keys and values.
+// (sequence, head, row, slice): the forward pass streams over a query's keys with an online
+// softmax (a running maximum m, a running sum l and a running weighted sum of values, rescaled
+// whenever m grows) and saves lse = m + log(l); the backward pass recomputes each probability
+// as exp(score − lse).
 //
-// Heads are column blocks of width HSL of the [rows, C] tensors. For the usual head sizes (up to
-// 64) the Go side compiles a kernel per size, HSL and the per-thread arrays' size HS_MAX being
-// that size, so that the loops over a head unroll and the arrays stay in registers (with a bound
-// known only at run time they live in memory: several times slower on an NVIDIA H100). Wider
-// heads share one kernel: HS_MAX = 256 and HSL = prm.HS.
+// A workgroup is a block of 64 consecutive rows of one head (and slice), and all its threads
+// walk the same partner rows (keys for a query, queries for a key) in the same order, those the
+// causal mask hides counting zero: tiles of KT partner rows are copied to workgroup memory by
+// all the threads together (coalesced), then every thread reads the same vec4 of the tile at
+// the same time (one broadcast read for all). Partners go four at a time, four independent dot
+// products in flight per thread. When rows are few for a large GPU, each row's partners are
+// split into slices, each its own thread, whose partial results are combined in slice order
+// (forward_merge; the backward's partial sums by the reduce kernel of matmul.wgsl).
+//
+// Heads are column blocks of width HS of the [rows, C] tensors, held as HS4 = ⌈HS/4⌉ vec4 (zero
+// past HS). For the usual head sizes (up to 64) the Go side compiles a kernel per size, HS4L
+// and the per-thread arrays' size HS4_MAX being that size's, so that the loops over a head
+// unroll and the arrays stay in registers (with a bound known only at run time they live in
+// memory: several times slower on an NVIDIA H100). Wider heads share one kernel: HS4_MAX = 64
+// and HS4L computed from prm.HS. KT, the tile's rows, keeps the two tiles within 16 KB.
 
-const HS_MAX: u32 = HSMAXu;
+const HS4_MAX: u32 = HS4MAXu;
+const KT: u32 = KTu;
+
+var<workgroup> tileX: array<vec4<f32>, TILEVu>; // [KT][HS4L]: k or q rows
+var<workgroup> tileY: array<vec4<f32>, TILEVu>; // [KT][HS4L]: v or dout rows
 
 struct Params {
     B: u32,
@@ -23,12 +36,14 @@ struct Params {
     P0: u32,    // position of query 0 (0 in training, pos when decoding)
     scale: f32, // 1/sqrt(HS)
     saveLSE: u32,
-    slices: u32, // backward: threads per row, each summing one slice of its partner rows into
-                 // partial sums (slice s at element offset s·B·T·C of dq, dk and dv); forward: 1
+    slices: u32, // threads per row, each summing one slice of its partner rows into partial
+                 // results (slice s's at element offset s·B·NQ·C of the output: dq, dk and dv,
+                 // or the forward's unnormalised output, whose m and l go to lse's binding)
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
-// forward:        out, lse, q, k, v
+// forward:        out, lse, q, k, v (sliced: out and (m, l) partials for forward_merge)
+// forward_merge:  out, lse, out partials, (m, l) partials
 // backward_dq:    dq, D, dout, q, k, v, out, lse
 // backward_dkdv:  dk, dv, dout, q, k, v, D, lse
 @group(0) @binding(1) var<storage, read_write> b1: array<f32>;
@@ -40,22 +55,28 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> b7: array<f32>;
 @group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
-// task splits a flat thread index into (slice s, sequence b, head h, row i); ok is false past
-// the end.
+// Task is a thread's work: sequence b, head h, slice s and row i, i0 the first row of its
+// block; ok is false for a thread past the last row (it still helps to copy tiles).
 struct Task {
     b: u32,
     h: u32,
     i: u32,
     s: u32,
+    i0: u32,
     ok: bool,
 }
 
-fn task(id: vec3<u32>, nwg: vec3<u32>, rows: u32) -> Task {
-    let idx = id.y * nwg.x * 64u + id.x;
+// task maps workgroup wg to a block of 64 rows of one (slice, sequence, head) and lane lid to a
+// row; done is true for a whole workgroup past the end of the grid.
+fn task(wg: vec3<u32>, nwg: vec3<u32>, lid: u32, rows: u32) -> Task {
+    let blocks = (rows + 63u) / 64u;
+    let w = wg.y * nwg.x + wg.x;
+    let bhs = w / blocks;
     var t: Task;
-    t.ok = idx < prm.B * prm.NH * rows * prm.slices;
-    t.i = idx % rows;
-    let bhs = idx / rows;
+    t.i0 = (w % blocks) * 64u;
+    t.i = t.i0 + lid;
+    t.ok = t.i < rows;
+    t.i = min(t.i, rows - 1u);
     let bh = bhs % (prm.B * prm.NH);
     t.s = bhs / (prm.B * prm.NH);
     t.h = bh % prm.NH;
@@ -63,143 +84,293 @@ fn task(id: vec3<u32>, nwg: vec3<u32>, rows: u32) -> Task {
     return t;
 }
 
+// pastGrid reports whether workgroup wg is past the grid's B·NH·slices·blocks workgroups.
+fn pastGrid(wg: vec3<u32>, nwg: vec3<u32>, rows: u32) -> bool {
+    return wg.y * nwg.x + wg.x >= prm.B * prm.NH * prm.slices * ((rows + 63u) / 64u);
+}
+
+// span returns the partner rows [lo, hi) of slice s of the n partner rows from first on, in
+// slices of equal length (a multiple of 4).
+fn span(first: u32, n: u32, s: u32) -> vec2<u32> {
+    let per = ((n + prm.slices - 1u) / prm.slices + 3u) / 4u * 4u;
+    let lo = min(first + s * per, first + n);
+    return vec2<u32>(lo, min(lo + per, first + n));
+}
+
+// tileSource returns, for element e of a tile of partner rows from j0 of sequence b (rows per
+// sequence), the element's place in the tile ([row][vec4].component, flat) and its offset in
+// a [rows, C] tensor at column col, and whether it holds data (false past HS): the tile's rows
+// past hi repeat the row hi − 1, which the causal mask hides.
+struct TileElem {
+    at: u32,
+    src: u32,
+    ok: bool,
+}
+
+fn tileSource(e: u32, b: u32, rows: u32, j0: u32, hi: u32, col: u32) -> TileElem {
+    let w = HS4L * 4u;
+    let r = e / w;
+    let c = e % w;
+    var x: TileElem;
+    x.at = e;
+    x.ok = c < prm.HS;
+    x.src = (b * rows + min(j0 + r, hi - 1u)) * prm.C + col + min(c, prm.HS - 1u);
+    return x;
+}
+
+// head4 returns the vec4 of elements c..c+3 of a head, zero past HS.
+fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), vec4<f32>(x0, x1, x2, x3), vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(prm.HS));
+}
+
+const NEG: f32 = -3.4028235e38;
+
 @compute @workgroup_size(64)
-fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = task(id, nwg, prm.NQ);
+fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (pastGrid(wg, nwg, prm.NQ)) {
+        return;
+    }
+    let t = task(wg, nwg, lid, prm.NQ);
+    let col = t.h * prm.HS;
+    let qrow = (t.b * prm.NQ + t.i) * prm.C + col;
+    let HSm = prm.HS - 1u;
+    var qv: array<vec4<f32>, HS4_MAX>;
+    var acc: array<vec4<f32>, HS4_MAX>;
+    for (var e = 0u; e < HS4L; e++) {
+        let c = 4u * e;
+        qv[e] = head4(b3[qrow + min(c, HSm)], b3[qrow + min(c + 1u, HSm)], b3[qrow + min(c + 2u, HSm)], b3[qrow + min(c + 3u, HSm)], c);
+        acc[e] = vec4<f32>(0.0);
+    }
+    var m = NEG;
+    var l = 0.0;
+    let last = t.i + prm.P0; // the query's position: keys 0..last are visible
+    // The block's keys: 0 to its last query's position.
+    let r = span(0u, min(prm.TK, min(t.i0 + 64u, prm.NQ) + prm.P0), t.s);
+    for (var j0 = r.x; j0 < r.y; j0 += KT) {
+        workgroupBarrier();
+        for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
+            let x = tileSource(e, t.b, prm.TK, j0, r.y, col);
+            tileX[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src], x.ok);
+            tileY[x.at / 4u][x.at % 4u] = select(0.0, b5[x.src], x.ok);
+        }
+        workgroupBarrier();
+        let vis = min(last, r.y - 1u);
+        for (var jj = 0u; jj < min(KT, r.y - j0); jj += 4u) {
+            let k0 = jj * HS4L;
+            var s = vec4<f32>(0.0);
+            for (var e = 0u; e < HS4L; e++) {
+                s += vec4<f32>(dot(qv[e], tileX[k0 + e]), dot(qv[e], tileX[k0 + HS4L + e]),
+                    dot(qv[e], tileX[k0 + 2u * HS4L + e]), dot(qv[e], tileX[k0 + 3u * HS4L + e]));
+            }
+            let j = j0 + jj;
+            let visible = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(vis);
+            s = select(vec4<f32>(NEG), s * prm.scale, visible);
+            let mn = max(m, max(max(s.x, s.y), max(s.z, s.w)));
+            let corr = exp(m - mn);
+            let p = select(vec4<f32>(0.0), exp(s - vec4<f32>(mn)), visible);
+            l = l * corr + ((p.x + p.y) + (p.z + p.w));
+            for (var e = 0u; e < HS4L; e++) {
+                acc[e] = fma(vec4<f32>(p.w), tileY[k0 + 3u * HS4L + e], fma(vec4<f32>(p.z), tileY[k0 + 2u * HS4L + e],
+                    fma(vec4<f32>(p.y), tileY[k0 + HS4L + e], fma(vec4<f32>(p.x), tileY[k0 + e], acc[e] * corr))));
+            }
+            m = mn;
+        }
+    }
     if (!t.ok) {
         return;
     }
-    let col = t.h * HSL;
-    let qrow = (t.b * prm.NQ + t.i) * prm.C + col;
-    var qv: array<f32, HS_MAX>;
-    var acc: array<f32, HS_MAX>;
-    for (var e = 0u; e < HSL; e++) {
-        qv[e] = b3[qrow + e];
-        acc[e] = 0.0;
-    }
-    var m = -3.4028235e38;
-    var l = 0.0;
-    let last = t.i + prm.P0; // the query's position: keys 0..last are visible
-    for (var j = 0u; j <= last; j++) {
-        let krow = (t.b * prm.TK + j) * prm.C + col;
-        var s = 0.0;
-        for (var e = 0u; e < HSL; e++) {
-            s = fma(qv[e], b4[krow + e], s);
+    let li = (t.b * prm.NH + t.h) * prm.NQ + t.i;
+    if (prm.slices > 1u) { // partial results for forward_merge
+        let out = t.s * prm.B * prm.NQ * prm.C + qrow;
+        for (var c = 0u; c < prm.HS; c++) {
+            b1[out + c] = acc[c / 4u][c % 4u];
         }
-        s *= prm.scale;
-        let mn = max(m, s);
-        let corr = exp(m - mn);
-        let p = exp(s - mn);
-        l = l * corr + p;
-        for (var e = 0u; e < HSL; e++) {
-            acc[e] = acc[e] * corr + p * b5[krow + e];
-        }
-        m = mn;
+        let R = prm.B * prm.NH * prm.NQ;
+        b2[2u * t.s * R + li] = m;
+        b2[(2u * t.s + 1u) * R + li] = l;
+        return;
     }
     let inv = 1.0 / l;
-    for (var e = 0u; e < HSL; e++) {
-        b1[qrow + e] = acc[e] * inv;
+    for (var c = 0u; c < prm.HS; c++) {
+        b1[qrow + c] = acc[c / 4u][c % 4u] * inv;
     }
     if (prm.saveLSE != 0u) {
-        b2[(t.b * prm.NH + t.h) * prm.NQ + t.i] = m + log(l);
+        b2[li] = m + log(l);
+    }
+}
+// forward_merge combines a sliced forward pass's partial results, one thread per element of
+// the output: with M the largest of the slices' maxima, l = Σ_s l_s·exp(m_s − M) and out =
+// Σ_s acc_s·exp(m_s − M) / l, slices in order; lse = M + log(l).
+@compute @workgroup_size(64)
+fn forward_merge(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = id.y * nwg.x * 64u + id.x;
+    let n = prm.B * prm.NQ * prm.C;
+    if (idx >= n) {
+        return;
+    }
+    let row = idx / prm.C; // b·NQ + i
+    let c = idx % prm.C;
+    let h = c / prm.HS;
+    let b = row / prm.NQ;
+    let i = row % prm.NQ;
+    let R = prm.B * prm.NH * prm.NQ;
+    let li = (b * prm.NH + h) * prm.NQ + i;
+    var M = NEG;
+    for (var s = 0u; s < prm.slices; s++) {
+        M = max(M, b4[2u * s * R + li]);
+    }
+    var l = 0.0;
+    var o = 0.0;
+    for (var s = 0u; s < prm.slices; s++) {
+        let w = exp(b4[2u * s * R + li] - M);
+        l = fma(b4[(2u * s + 1u) * R + li], w, l);
+        o = fma(b3[s * n + idx], w, o);
+    }
+    b1[idx] = o / l;
+    if (c % prm.HS == 0u && prm.saveLSE != 0u) {
+        b2[li] = M + log(l);
     }
 }
 
 // dq_i = scale · Σ_{j≤i} p_ij·(dout_i·v_j − D_i)·k_j, with D_i = dout_i·out_i (saved for dkdv).
-// Query i's keys j ≤ i are split into prm.slices equal ranges, one thread each, as in
-// backward_dkdv.
 @compute @workgroup_size(64)
-fn backward_dq(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = task(id, nwg, prm.NQ);
-    if (!t.ok) {
+fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (pastGrid(wg, nwg, prm.NQ)) {
         return;
     }
-    let col = t.h * HSL;
+    let t = task(wg, nwg, lid, prm.NQ);
+    let col = t.h * prm.HS;
     let T = prm.NQ;
     let row = (t.b * T + t.i) * prm.C + col;
     let li = (t.b * prm.NH + t.h) * T + t.i;
-    var qv: array<f32, HS_MAX>;
-    var dov: array<f32, HS_MAX>;
-    var dq: array<f32, HS_MAX>;
+    let HSm = prm.HS - 1u;
+    var qv: array<vec4<f32>, HS4_MAX>;
+    var dov: array<vec4<f32>, HS4_MAX>;
+    var dq: array<vec4<f32>, HS4_MAX>;
     var D = 0.0;
-    for (var e = 0u; e < HSL; e++) {
-        qv[e] = b4[row + e];
-        dov[e] = b3[row + e];
-        dq[e] = 0.0;
-        D = fma(dov[e], b7[row + e], D);
+    for (var e = 0u; e < HS4L; e++) {
+        let c = 4u * e;
+        let c1 = min(c + 1u, HSm);
+        let c2 = min(c + 2u, HSm);
+        let c3 = min(c + 3u, HSm);
+        qv[e] = head4(b4[row + min(c, HSm)], b4[row + c1], b4[row + c2], b4[row + c3], c);
+        dov[e] = head4(b3[row + min(c, HSm)], b3[row + c1], b3[row + c2], b3[row + c3], c);
+        D += dot(dov[e], head4(b7[row + min(c, HSm)], b7[row + c1], b7[row + c2], b7[row + c3], c));
+        dq[e] = vec4<f32>(0.0);
     }
-    if (t.s == 0u) {
+    if (t.s == 0u && t.ok) {
         b2[li] = D;
     }
     let lse = b8[li];
-    let per = (t.i + prm.slices) / prm.slices; // ⌈(i+1)/slices⌉
-    let lo = t.s * per;
-    let hi = min(t.i + 1u, lo + per);
-    for (var j = lo; j < hi; j++) {
-        let krow = (t.b * T + j) * prm.C + col;
-        var s = 0.0;
-        var dp = 0.0;
-        for (var e = 0u; e < HSL; e++) {
-            s = fma(qv[e], b5[krow + e], s);
-            dp = fma(dov[e], b6[krow + e], dp);
+    // The block's keys: 0 to its last query.
+    let r = span(0u, min(T, t.i0 + 64u), t.s);
+    for (var j0 = r.x; j0 < r.y; j0 += KT) {
+        workgroupBarrier();
+        for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
+            let x = tileSource(e, t.b, T, j0, r.y, col);
+            tileX[x.at / 4u][x.at % 4u] = select(0.0, b5[x.src], x.ok);
+            tileY[x.at / 4u][x.at % 4u] = select(0.0, b6[x.src], x.ok);
         }
-        let p = exp(s * prm.scale - lse);
-        let ds = p * (dp - D) * prm.scale;
-        for (var e = 0u; e < HSL; e++) {
-            dq[e] = fma(ds, b5[krow + e], dq[e]);
+        workgroupBarrier();
+        let vis = min(t.i, r.y - 1u);
+        for (var jj = 0u; jj < min(KT, r.y - j0); jj += 4u) {
+            let k0 = jj * HS4L;
+            var s = vec4<f32>(0.0);
+            var dp = vec4<f32>(0.0);
+            for (var e = 0u; e < HS4L; e++) {
+                s += vec4<f32>(dot(qv[e], tileX[k0 + e]), dot(qv[e], tileX[k0 + HS4L + e]),
+                    dot(qv[e], tileX[k0 + 2u * HS4L + e]), dot(qv[e], tileX[k0 + 3u * HS4L + e]));
+                dp += vec4<f32>(dot(dov[e], tileY[k0 + e]), dot(dov[e], tileY[k0 + HS4L + e]),
+                    dot(dov[e], tileY[k0 + 2u * HS4L + e]), dot(dov[e], tileY[k0 + 3u * HS4L + e]));
+            }
+            let j = j0 + jj;
+            let visible = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(vis);
+            let p = select(vec4<f32>(0.0), exp(s * prm.scale - vec4<f32>(lse)), visible);
+            let ds = p * (dp - vec4<f32>(D)) * prm.scale;
+            for (var e = 0u; e < HS4L; e++) {
+                dq[e] = fma(vec4<f32>(ds.w), tileX[k0 + 3u * HS4L + e], fma(vec4<f32>(ds.z), tileX[k0 + 2u * HS4L + e],
+                    fma(vec4<f32>(ds.y), tileX[k0 + HS4L + e], fma(vec4<f32>(ds.x), tileX[k0 + e], dq[e]))));
+            }
         }
     }
+    if (!t.ok) {
+        return;
+    }
     let out = t.s * prm.B * T * prm.C + row;
-    for (var e = 0u; e < HSL; e++) {
-        b1[out + e] = dq[e];
+    for (var c = 0u; c < prm.HS; c++) {
+        b1[out + c] = dq[c / 4u][c % 4u];
     }
 }
 
 // dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i
-// Key j's queries i ≥ j are split into prm.slices equal ranges, one thread each (a short
-// sequence of keys would keep few threads busy, the first key's doing all the work).
 @compute @workgroup_size(64)
-fn backward_dkdv(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = task(id, nwg, prm.NQ);
-    if (!t.ok) {
+fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (pastGrid(wg, nwg, prm.NQ)) {
         return;
     }
-    let col = t.h * HSL;
+    let t = task(wg, nwg, lid, prm.NQ);
+    let col = t.h * prm.HS;
     let T = prm.NQ;
     let j = t.i;
     let row = (t.b * T + j) * prm.C + col;
-    var kv: array<f32, HS_MAX>;
-    var vv: array<f32, HS_MAX>;
-    var dk: array<f32, HS_MAX>;
-    var dv: array<f32, HS_MAX>;
-    for (var e = 0u; e < HSL; e++) {
-        kv[e] = b5[row + e];
-        vv[e] = b6[row + e];
-        dk[e] = 0.0;
-        dv[e] = 0.0;
+    let HSm = prm.HS - 1u;
+    var kv: array<vec4<f32>, HS4_MAX>;
+    var vv: array<vec4<f32>, HS4_MAX>;
+    var dk: array<vec4<f32>, HS4_MAX>;
+    var dv: array<vec4<f32>, HS4_MAX>;
+    for (var e = 0u; e < HS4L; e++) {
+        let c = 4u * e;
+        let c1 = min(c + 1u, HSm);
+        let c2 = min(c + 2u, HSm);
+        let c3 = min(c + 3u, HSm);
+        kv[e] = head4(b5[row + min(c, HSm)], b5[row + c1], b5[row + c2], b5[row + c3], c);
+        vv[e] = head4(b6[row + min(c, HSm)], b6[row + c1], b6[row + c2], b6[row + c3], c);
+        dk[e] = vec4<f32>(0.0);
+        dv[e] = vec4<f32>(0.0);
     }
-    let per = (T - j + prm.slices - 1u) / prm.slices;
-    let lo = j + t.s * per;
-    let hi = min(T, lo + per);
-    for (var i = lo; i < hi; i++) {
-        let qrow = (t.b * T + i) * prm.C + col;
-        let li = (t.b * prm.NH + t.h) * T + i;
-        var s = 0.0;
-        var dp = 0.0;
-        for (var e = 0u; e < HSL; e++) {
-            s = fma(b4[qrow + e], kv[e], s);
-            dp = fma(b3[qrow + e], vv[e], dp);
+    // The block's queries: its first key to the end.
+    let r = span(t.i0, T - t.i0, t.s);
+    let lbase = (t.b * prm.NH + t.h) * T;
+    for (var i0 = r.x; i0 < r.y; i0 += KT) {
+        workgroupBarrier();
+        for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
+            let x = tileSource(e, t.b, T, i0, r.y, col);
+            tileX[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src], x.ok);
+            tileY[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src], x.ok);
         }
-        let p = exp(s * prm.scale - b8[li]);
-        let ds = p * (dp - b7[li]) * prm.scale;
-        for (var e = 0u; e < HSL; e++) {
-            dv[e] = fma(p, b3[qrow + e], dv[e]);
-            dk[e] = fma(ds, b4[qrow + e], dk[e]);
+        workgroupBarrier();
+        for (var ii = 0u; ii < min(KT, r.y - i0); ii += 4u) {
+            let q0 = ii * HS4L;
+            var s = vec4<f32>(0.0);
+            var dp = vec4<f32>(0.0);
+            for (var e = 0u; e < HS4L; e++) {
+                s += vec4<f32>(dot(kv[e], tileX[q0 + e]), dot(kv[e], tileX[q0 + HS4L + e]),
+                    dot(kv[e], tileX[q0 + 2u * HS4L + e]), dot(kv[e], tileX[q0 + 3u * HS4L + e]));
+                dp += vec4<f32>(dot(vv[e], tileY[q0 + e]), dot(vv[e], tileY[q0 + HS4L + e]),
+                    dot(vv[e], tileY[q0 + 2u * HS4L + e]), dot(vv[e], tileY[q0 + 3u * HS4L + e]));
+            }
+            let i = i0 + ii;
+            let iv = vec4<u32>(i, i + 1u, i + 2u, i + 3u);
+            let ic = lbase + min(iv, vec4<u32>(r.y - 1u));
+            let visible = iv >= vec4<u32>(j) & iv < vec4<u32>(r.y);
+            let lse = vec4<f32>(b8[ic.x], b8[ic.y], b8[ic.z], b8[ic.w]);
+            let D = vec4<f32>(b7[ic.x], b7[ic.y], b7[ic.z], b7[ic.w]);
+            let p = select(vec4<f32>(0.0), exp(s * prm.scale - lse), visible);
+            let ds = p * (dp - D) * prm.scale;
+            for (var e = 0u; e < HS4L; e++) {
+                dv[e] = fma(vec4<f32>(p.w), tileY[q0 + 3u * HS4L + e], fma(vec4<f32>(p.z), tileY[q0 + 2u * HS4L + e],
+                    fma(vec4<f32>(p.y), tileY[q0 + HS4L + e], fma(vec4<f32>(p.x), tileY[q0 + e], dv[e]))));
+                dk[e] = fma(vec4<f32>(ds.w), tileX[q0 + 3u * HS4L + e], fma(vec4<f32>(ds.z), tileX[q0 + 2u * HS4L + e],
+                    fma(vec4<f32>(ds.y), tileX[q0 + HS4L + e], fma(vec4<f32>(ds.x), tileX[q0 + e], dk[e]))));
+            }
         }
+    }
+    if (!t.ok) {
+        return;
     }
     let out = t.s * prm.B * T * prm.C + row;
-    for (var e = 0u; e < HSL; e++) {
-        b1[out + e] = dk[e];
-        b2[out + e] = dv[e];
+    for (var c = 0u; c < prm.HS; c++) {
+        b1[out + c] = dk[c / 4u][c % 4u];
+        b2[out + c] = dv[c / 4u][c % 4u];
     }
 }

@@ -62,10 +62,10 @@ const (
 )
 
 // The kernels' needs, all within WebGPU's guaranteed limits: workgroups of up to 256
-// invocations (256 along x) using up to 8 KB of workgroup memory.
+// invocations (256 along x) using up to 16 KB of workgroup memory.
 const (
 	MinInvocations      = 256
-	MinWorkgroupStorage = 8192
+	MinWorkgroupStorage = 16384
 )
 
 // MaxParams is the number of 32-bit parameter words a kernel can receive.
