@@ -2,9 +2,10 @@
 // run natively through WebGPU (Vulkan on Linux and Windows, Metal on macOS) by the pure-Go
 // binding github.com/gogpu/wgpu, with no cgo.
 //
-// Tensors are device buffers; kernels are recorded into one command stream that is submitted
-// when the host next needs a result (Download) or writes new data (Upload), so a training step
-// runs as one submit. The WGSL sources live in wgsl/, one file per kernel family, and each
+// Tensors are device buffers; kernels are recorded into one command stream, submitted in pieces
+// without waiting (every gpu.FlushEvery dispatches, so that the GPU runs while the host records
+// the rest) and when the host needs a result (Download: a step's loss, its gradient norm), the
+// only times it waits for the GPU. The WGSL sources live in wgsl/, one file per kernel family, and each
 // kernel has a CPU twin in package cpu that the tests compare it with.
 //
 // The backend.Backend interface has no error results, so failures (out of GPU memory, a lost

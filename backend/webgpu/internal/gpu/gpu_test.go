@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"testing"
@@ -44,5 +45,43 @@ func TestFillInWindows(t *testing.T) {
 		if v != 0 {
 			t.Fatalf("byte %d is %d after fill, want 0", i, v)
 		}
+	}
+}
+
+// A long stream submitted in many pieces without waiting (FlushEvery small), past the end of
+// the parameter arena (which makes the host wait and start it again): 5,000 staged writes, each
+// its own dispatch, to 100 places in turn; each place holds the last value written to it.
+func TestStreamInPieces(t *testing.T) {
+	d, err := Open()
+	if err != nil {
+		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
+			t.Skipf("skipping: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer func(n int) { FlushEvery = n }(FlushEvery)
+	FlushEvery = 7
+	const places, writes = 100, 5000
+	b, err := d.NewBuffer(4 * places)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range writes {
+		if err := d.Write(b, 4*uint64(i%places), binary.LittleEndian.AppendUint32(nil, uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, 4*places)
+	if err := d.Read(got, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	for j := range places {
+		if v := binary.LittleEndian.Uint32(got[4*j:]); v != writes-places+uint32(j) {
+			t.Fatalf("place %d holds %d, want %d", j, v, writes-places+j)
+		}
+	}
+	if s := d.Stats(); s.Submits < writes/FlushEvery {
+		t.Errorf("%d submits for %d dispatches flushed every %d", s.Submits, s.Dispatches, FlushEvery)
 	}
 }
