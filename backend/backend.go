@@ -153,6 +153,8 @@ type Backend interface {
 	SumSquares(acc, x Tensor, n int)
 	// AdamW updates n parameters p from gradients g with moments m, v. If h.Clip > 0 the
 	// gradients are first scaled by Clip/(norm+1e-6) when the global norm sqrt(sumsq[0])
-	// exceeds Clip; the norm is read where it lives, never through the host.
+	// exceeds Clip; the norm is read where it lives, never through the host. If sumsq[0] is
+	// NaN or infinite, nothing changes: a step whose loss or gradients are not finite leaves
+	// the weights and moments as they were, even before the host has read the norm.
 	AdamW(p, g, m, v, sumsq Tensor, n int, h AdamParams)
 }

@@ -111,6 +111,7 @@ type workspace struct {
 	lnfRstd     backend.Tensor
 	logits      backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
 	losses      backend.Tensor // [B·T]
+	hasLoss     bool           // losses holds a training pass's losses (backward keeps them)
 	lossHost    []float32
 	dres, dtmp  backend.Tensor // [B·T, C]
 	dln, datt   backend.Tensor
@@ -223,16 +224,34 @@ func (m *Model) Logits(batch Batch) ([]float32, error) {
 // drawn from seed, and returns the mean loss. The logits' gradient is computed in the same
 // pass; Backward completes the step.
 func (m *Model) TrainForward(batch Batch, p float32, seed uint64) (float64, error) {
-	if err := m.check(batch); err != nil {
+	if err := m.RecordTrainForward(batch, p, seed); err != nil {
 		return 0, err
 	}
+	return m.TrainLoss(), nil
+}
+
+// RecordTrainForward is TrainForward without reading the loss back: on a GPU backend the
+// pass is recorded and runs while the caller goes on (with Backward and the update), and
+// TrainLoss reads the loss when it is needed, waiting only then.
+func (m *Model) RecordTrainForward(batch Batch, p float32, seed uint64) error {
+	if err := m.check(batch); err != nil {
+		return err
+	}
 	if batch.Targets == nil {
-		return 0, fmt.Errorf("training batch has no targets")
+		return fmt.Errorf("training batch has no targets")
 	}
 	ws := m.workspaceFor(batch.B, batch.T, true)
 	m.forward(ws, batch, p, seed)
-	ws.ran = true
-	return ws.meanLoss(m.be), nil
+	ws.ran, ws.hasLoss = true, true
+	return nil
+}
+
+// TrainLoss returns the mean loss of the last training forward pass (NaN if there was none).
+func (m *Model) TrainLoss() float64 {
+	if m.train == nil || !m.train.hasLoss {
+		return math.NaN()
+	}
+	return m.train.meanLoss(m.be)
 }
 
 func (m *Model) check(b Batch) error {

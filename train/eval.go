@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -106,17 +105,9 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 			targets[j] = int32(rng.Uint64() % gpt.Vocab)
 		}
 		start := time.Now()
-		m.ZeroGrads()
-		loss, err := m.TrainForward(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0)
-		if err != nil {
+		// The trainer's step, reads included.
+		if _, _, err := trainStep(m, opt, gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4); err != nil {
 			return BenchResult{}, err
-		}
-		if err := m.Backward(); err != nil {
-			return BenchResult{}, err
-		}
-		opt.Update(3e-4)
-		if math.IsNaN(loss) {
-			return BenchResult{}, fmt.Errorf("loss is NaN")
 		}
 		if i >= warmup {
 			times = append(times, time.Since(start).Seconds()*1e3)

@@ -310,3 +310,44 @@ func TestTrainStepDoesNotAllocate(t *testing.T) {
 		t.Errorf("a training step made %v allocations, want 0", allocs)
 	}
 }
+
+// A step whose gradients overflow, from finite weights, fails and changes nothing: weights,
+// moments and the step count stay as they were (the update is skipped where it runs, before
+// the host has read the norm).
+func TestDivergingStepChangesNothing(t *testing.T) {
+	o := smallOptions()
+	o.Steps = 10
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := tr.TrainStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := tr.Model.Weights()
+	for i := range w {
+		w[i] *= 1e36 // finite, but the logits overflow
+	}
+	if err := tr.Model.SetWeights(w); err != nil {
+		t.Fatal(err)
+	}
+	w0 := tr.Model.Weights()
+	m0, v0 := tr.Optim.Moments()
+	r, err := tr.TrainStep()
+	if !errors.Is(err, ErrNotFinite) {
+		t.Fatalf("step with overflowing gradients: %v (loss %v, norm %v), want a not-finite error", err, r.Loss, r.GradNorm)
+	}
+	if tr.Step() != 3 {
+		t.Errorf("step count %d after the failed step, want 3", tr.Step())
+	}
+	m1, v1 := tr.Optim.Moments()
+	for name, p := range map[string][2][]float32{"weights": {w0, tr.Model.Weights()}, "first moments": {m0, m1}, "second moments": {v0, v1}} {
+		for i := range p[0] {
+			if math.Float32bits(p[0][i]) != math.Float32bits(p[1][i]) {
+				t.Fatalf("%s changed at %d: %v → %v", name, i, p[0][i], p[1][i])
+			}
+		}
+	}
+}

@@ -270,38 +270,58 @@ type StepResult struct {
 	Duration time.Duration
 }
 
-// TrainStep runs one step: forward, backward, clip and AdamW update. A NaN or infinite loss
-// stops before the update, so the weights stay as they were; the error wraps ErrNotFinite.
+// TrainStep runs one step: forward, backward, clip and AdamW update. A NaN or infinite loss or
+// gradient norm leaves the weights as they were (the update is skipped where it runs, see
+// backend.AdamW); the error wraps ErrNotFinite.
 func (t *Trainer) TrainStep() (StepResult, error) {
 	start := time.Now()
 	step := t.Optim.Step + 1
 	t.Split.TrainBatch(uint64(t.Opts.Seed), step, t.Opts.Batch, t.inputs, t.targets)
 	batch := gpt.Batch{B: t.Opts.Batch, T: t.Opts.Model.Ctx, Inputs: t.inputs, Targets: t.targets}
 	dropSeed := gpt.Mix64(uint64(t.Opts.Seed)<<20 ^ uint64(step))
-	t.Model.ZeroGrads()
-	loss, err := t.Model.TrainForward(batch, float32(t.Opts.Dropout), dropSeed)
-	if err != nil {
-		return StepResult{}, err
-	}
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return StepResult{Step: step, Loss: loss}, fmt.Errorf("training loss is %v at step %d: %w", loss, step, ErrNotFinite)
-	}
-	if err := t.Model.Backward(); err != nil {
-		return StepResult{}, err
-	}
 	lr := t.sched.At(step)
-	t.Optim.ComputeNorm()
-	norm := t.Optim.GradNorm()
-	if math.IsNaN(norm) || math.IsInf(norm, 0) || math.IsNaN(lr) {
-		// Stop before the update, so the weights in memory stay finite.
-		return StepResult{Step: step, Loss: loss, GradNorm: norm}, fmt.Errorf("gradient norm is %v at step %d: %w", norm, step, ErrNotFinite)
+	if math.IsNaN(lr) {
+		return StepResult{Step: step}, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
 	}
-	t.Optim.Apply(float32(lr))
+	loss, norm, err := trainStep(t.Model, t.Optim, batch, float32(t.Opts.Dropout), dropSeed, float32(lr))
+	if err != nil {
+		return StepResult{Step: step, Loss: loss, GradNorm: norm}, err
+	}
 	d := time.Since(start)
 	t.Elapsed += d
 	t.lastTrain = loss
 	t.History = append(t.History, format.LossPoint{Step: step, Train: round4(loss)})
 	return StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}, nil
+}
+
+// trainStep runs a training step of m on batch (dropout p from seed) and o's update with
+// learning rate lr, and returns the step's loss and gradient norm. The work is recorded in
+// full before either is read back, so that a GPU runs the whole step with one wait at the end.
+// The backend skips the update when the norm is not finite; a loss that is not finite comes
+// from logits that are not, which make the gradients, and so the norm, NaN too. Either way
+// the step is undone (o.Step) and the error wraps ErrNotFinite.
+func trainStep(m *gpt.Model, o *Optimizer, batch gpt.Batch, p float32, seed uint64, lr float32) (loss, norm float64, err error) {
+	m.ZeroGrads()
+	if err := m.RecordTrainForward(batch, p, seed); err != nil {
+		return 0, 0, err
+	}
+	if err := m.Backward(); err != nil {
+		return 0, 0, err
+	}
+	o.ComputeNorm()
+	o.Apply(lr)
+	loss, norm = m.TrainLoss(), o.GradNorm()
+	step := o.Step
+	switch {
+	case math.IsNaN(loss) || math.IsInf(loss, 0):
+		err = fmt.Errorf("training loss is %v at step %d: %w", loss, step, ErrNotFinite)
+	case math.IsNaN(norm) || math.IsInf(norm, 0):
+		err = fmt.Errorf("gradient norm is %v at step %d: %w", norm, step, ErrNotFinite)
+	}
+	if err != nil {
+		o.Step--
+	}
+	return loss, norm, err
 }
 
 func round4(x float64) *float64 {

@@ -587,11 +587,15 @@ type adamTask struct {
 //	p ← p − lr·wd·p
 //	p ← p − lr · (m/(1−β1^t)) / (sqrt(v)/sqrt(1−β2^t) + ε)
 func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+	ss := f32(sumsq)[0]
+	if math.IsNaN(float64(ss)) || math.IsInf(float64(ss), 0) {
+		return
+	}
 	t := &be.adam
 	t.p, t.g, t.m, t.v, t.h = f32(p)[:n], f32(g)[:n], f32(m)[:n], f32(v)[:n], h
 	t.gscale = 1
 	if h.Clip > 0 {
-		norm := float32(math.Sqrt(float64(f32(sumsq)[0])))
+		norm := float32(math.Sqrt(float64(ss)))
 		if norm > h.Clip {
 			t.gscale = h.Clip / (norm + 1e-6)
 		}

@@ -551,6 +551,17 @@ func TestSumSquaresAndAdamW(t *testing.T) {
 		assertClose(t, name+" v", download(be, vt), wv, 1e-6)
 		assertClose(t, name+" p", download(be, pt), wp, 1e-6)
 	}
+	// A squared norm that is not finite (a step whose loss or gradients were not) changes
+	// nothing.
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		pt, mt, vt := upload(be, p0), upload(be, m0), upload(be, v0)
+		be.Upload(acc, []float32{bad})
+		be.AdamW(pt, gt, mt, vt, acc, n, backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 3})
+		name := fmt.Sprintf("squared norm %v", bad)
+		assertClose(t, name+" m", download(be, mt), m0, 0)
+		assertClose(t, name+" v", download(be, vt), v0, 0)
+		assertClose(t, name+" p", download(be, pt), p0, 0)
+	}
 }
 
 func TestExp32(t *testing.T) {

@@ -405,6 +405,23 @@ func TestSumSquaresAdamW(t *testing.T) {
 			e.check(name+" p after a lone update", p, 1e-5)
 		}
 	}
+	// A squared norm that is not finite changes nothing, gathered updates or a lone one.
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		p, g := e.in(e.randn(flat, 1)), e.in(e.randn(flat, 1))
+		m, v := e.in(e.randn(flat, 0.1)), e.in(e.randn(flat, 0.1))
+		sumsq := e.in([]float32{bad})
+		h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Clip: 1, Step: 3}
+		for i, n := range sizes {
+			e.g.AdamW(e.g.Slice(p.g, offs[i], n), e.g.Slice(g.g, offs[i], n), e.g.Slice(m.g, offs[i], n), e.g.Slice(v.g, offs[i], n), sumsq.g, n, h)
+			cpuBE.AdamW(cpuBE.Slice(p.c, offs[i], n), cpuBE.Slice(g.c, offs[i], n), cpuBE.Slice(m.c, offs[i], n), cpuBE.Slice(v.c, offs[i], n), sumsq.c, n, h)
+		}
+		e.g.AdamW(e.g.Slice(p.g, 64, 100), e.g.Slice(g.g, 64, 100), e.g.Slice(m.g, 64, 100), e.g.Slice(v.g, 64, 100), sumsq.g, 100, h)
+		cpuBE.AdamW(cpuBE.Slice(p.c, 64, 100), cpuBE.Slice(g.c, 64, 100), cpuBE.Slice(m.c, 64, 100), cpuBE.Slice(v.c, 64, 100), sumsq.c, 100, h)
+		name := fmt.Sprintf("squared norm %v", bad)
+		e.check(name+" p", p, 0)
+		e.check(name+" m", m, 0)
+		e.check(name+" v", v, 0)
+	}
 }
 
 func TestZeroCopySlice(t *testing.T) {

@@ -75,11 +75,21 @@ fn sumsq_final(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
-// The CPU backend's AdamW, element by element:
+// finite reports whether x is neither NaN nor infinite (by its exponent bits: comparisons with
+// NaN may be folded away by a shader compiler).
+fn finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// The CPU backend's AdamW, element by element (nothing changes if the squared norm is NaN or
+// infinite):
 //   g ← g·clipScale; m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²
 //   p ← p·(1 − lr·wd) − (lr/bc1)·m / (sqrt(v)/bc2sqrt + ε)
 @compute @workgroup_size(256)
 fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (!finite(b5[0])) {
+        return;
+    }
     var gscale = 1.0;
     if (prm.clip > 0.0) {
         let norm = sqrt(b5[0]);
@@ -110,6 +120,9 @@ fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
 
 @compute @workgroup_size(256)
 fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (!finite(b5[0])) {
+        return;
+    }
     var gscale = 1.0;
     if (prm.clip > 0.0) {
         let norm = sqrt(b5[0]);
