@@ -323,12 +323,14 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 var forceSlices int
 
 // attnSlices is the number of slices each row's partner rows are split into: enough threads
-// for a large GPU (about 64K) when rows are fewer, with at least 8 partners per slice.
+// for a large GPU (about 64K) when rows are fewer, with at least 64 partners per slice (on an
+// H100, slices of at least 8 and 32 partners made medium to xl 5-20% slower: each slice's
+// work shrinks faster than the merge and reduce dispatches cost).
 func attnSlices(rows, T int) int {
 	if forceSlices != 0 {
 		return forceSlices
 	}
-	return max(1, min(65536/max(rows, 1), T/8, 16))
+	return max(1, min(65536/max(rows, 1), T/64, 16))
 }
 
 // AttentionDecode implements backend.Backend.
