@@ -54,8 +54,10 @@ const paramSlots = 4096
 // FlushEvery is the number of dispatches after which the stream is submitted without waiting,
 // so that the GPU starts on a long stream while the host goes on recording it (0: only when
 // the host needs a result). On an H100, 64 made tiny to medium 15-20% faster than submitting
-// once per step, and larger presets 3-13% (128 and 256 did no better).
-var FlushEvery = 64
+// once per step, and larger presets 3-13% (128 and 256 did no better). After the host has
+// waited for the GPU, which is then idle, the first submits come sooner: after FlushFirst
+// dispatches, then twice as many each time up to FlushEvery.
+var FlushEvery, FlushFirst = 64, 8
 
 // TransferChunk is the largest piece, in bytes (a multiple of 16), in which Write and Read move
 // data, so that a large model's weights do not need staging buffers of their whole size.
@@ -113,6 +115,7 @@ type Device struct {
 	paramBytes []byte       // host copy of the slots used by the pending stream
 	nparams    int          // slots used since the GPU was last idle
 	paramBase  int          // the pending stream's first slot
+	chunk      int          // dispatches until the next submit without waiting
 
 	enc  *wgpu.CommandEncoder
 	pass *wgpu.ComputePassEncoder
@@ -827,7 +830,8 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	d.pass.SetPipeline(k.pipe)
 	d.pass.SetBindGroup(0, g, nil)
 	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
-	if FlushEvery > 0 && d.nparams-d.paramBase >= FlushEvery && !d.syncEach {
+	if FlushEvery > 0 && d.nparams-d.paramBase >= min(max(d.chunk, FlushFirst), FlushEvery) && !d.syncEach {
+		d.chunk = min(2*max(d.chunk, FlushFirst), FlushEvery)
 		return d.Flush()
 	}
 	if d.syncEach {
@@ -926,6 +930,7 @@ func (d *Device) beforeWrite() error {
 // idle notes that the GPU has finished every submit: with nothing recorded since, the
 // parameter and upload arenas start again at their beginning.
 func (d *Device) idle() {
+	d.chunk = FlushFirst
 	if d.enc == nil && len(d.paramBytes) == 0 && len(d.upBytes) == 0 {
 		d.nparams, d.paramBase, d.upBase = 0, 0, 0
 	}
