@@ -111,27 +111,31 @@ func BenchmarkPoolLoop(b *testing.B) {
 func BenchmarkAttention(b *testing.B) {
 	be := New()
 	be.pool = newPool(1)
-	B, T, C, NH := 16, 64, 96, 3
-	n := B * T * C
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(i%17)*0.01 - 0.08
-	}
-	q, k, v, out, dout := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
-	dq, dk, dv, lse := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(B*NH*T)
-	for _, t := range []backend.Tensor{q, k, v, dout} {
-		be.Upload(t, x)
-	}
-	b.Run("forward", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			be.Attention(out, lse, q, k, v, B, T, C, NH)
+	// The tiny, small and large presets' shapes.
+	for _, s := range [][4]int{{16, 32, 48, 3}, {16, 64, 96, 3}, {12, 128, 192, 6}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		n := B * T * C
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(i%17)*0.01 - 0.08
 		}
-	})
-	b.Run("backward", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			be.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+		q, k, v, out, dout := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
+		dq, dk, dv, lse := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(B*NH*T)
+		for _, t := range []backend.Tensor{q, k, v, dout} {
+			be.Upload(t, x)
 		}
-	})
+		name := fmt.Sprintf("B%d_T%d_C%d_NH%d", B, T, C, NH)
+		b.Run(name+"/forward", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				be.Attention(out, lse, q, k, v, B, T, C, NH)
+			}
+		})
+		b.Run(name+"/backward", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				be.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+			}
+		})
+	}
 }
 
 // BenchmarkGELUBoth times the GELU-and-derivative epilogue of the MLP's first layer (one row
