@@ -165,6 +165,50 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// A linear layer's weight gradient (a TN product adding into dW) followed by its bias gradient
+// from the same output gradient runs as one dispatch (the bias as a row of ones in the product);
+// dW and db are views of one flat gradient tensor, as in the model. Shapes with K split into
+// slices and not, and with the extra row making an extra row of tiles (IC 64).
+func TestMatMulBiasGrad(t *testing.T) {
+	e := newEnv(t, 11)
+	defer func() { forceTile = 0 }()
+	for _, tile := range []int{64, 128} {
+		forceTile = tile
+		for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
+			IC, OC, N := s[0], s[1], s[2]
+			dbOff := (IC*OC + 63) / 64 * 64
+			flat := e.in(e.randn(dbOff+OC, 1))
+			in, dout := e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1))
+			view := func(off, n int) pair { return pair{e.g.Slice(flat.g, off, n), cpuBE.Slice(flat.c, off, n)} }
+			dw, db := view(0, IC*OC), view(dbOff, OC)
+			for _, x := range []struct {
+				be backend.Backend
+				i  int
+			}{{e.g, 0}, {cpuBE, 1}} {
+				pick := func(p pair) backend.Tensor { return [2]backend.Tensor{p.g, p.c}[x.i] }
+				x.be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
+				x.be.BiasBackward(pick(db), pick(dout), N, OC)
+			}
+			name := fmt.Sprintf("tile %d weight and bias gradients %v", tile, s)
+			e.check(name, flat, 1e-5*math.Sqrt(float64(N)))
+			// Fused: the bias gradient adds no dispatch to the product's.
+			count := func(bias bool) int {
+				e.g.settle()
+				d0 := e.g.dev.Stats().Dispatches
+				e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
+				if bias {
+					e.g.BiasBackward(db.g, dout.g, N, OC)
+				}
+				e.g.settle()
+				return e.g.dev.Stats().Dispatches - d0
+			}
+			if with, without := count(true), count(false); with != without {
+				t.Errorf("%s: %d dispatches with the bias gradient, %d without", name, with, without)
+			}
+		}
+	}
+}
+
 func TestEncoder(t *testing.T) {
 	e := newEnv(t, 2)
 	const V = 256

@@ -29,6 +29,8 @@ struct Params {
     split: u32,  // 1: write slice s's partial sums to c[s·M·N ...] (no accumulate, no bias)
     layout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
                  // which matters where compiling is slow, as on lavapipe)
+    biasGrad: u32, // 1: op(A) has a row M of ones, whose product row 1ᵀ·op(B) is added to
+                   // bias (a linear layer's bias gradient, fused into its weight gradient)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,10 +40,13 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> bias: array<f32>;
 
 
-// loadA returns op(A)(i, k), 0 outside the matrix or past kEnd.
+// loadA returns op(A)(i, k), 0 outside the matrix or past kEnd (1 in the row of ones).
 fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
-    if (i >= p.M || k >= kEnd) {
+    if (k >= kEnd) {
         return 0.0;
+    }
+    if (i >= p.M) {
+        return select(0.0, 1.0, i == p.M && p.biasGrad != 0u);
     }
     if (p.layout == 2u) {
         return a[k * p.M + i];
@@ -60,11 +65,16 @@ fn loadB(k: u32, j: u32, kEnd: u32) -> f32 {
     return b[k * p.N + j];
 }
 
-// store writes the finished sum v of C(i, j): a partial sum of slice s when splitting K,
-// otherwise with accumulate and bias.
+// store writes the finished sum v of C(i, j): a partial sum of slice s when splitting K
+// (slices of M + biasGrad rows), otherwise with accumulate and bias; row M (biasGrad) is added
+// to bias.
 fn store(i: u32, j: u32, s: u32, v: f32) {
     if (p.split != 0u) {
-        c[(s * p.M + i) * p.N + j] = v;
+        c[(s * (p.M + p.biasGrad) + i) * p.N + j] = v;
+        return;
+    }
+    if (i == p.M) {
+        bias[j] += v;
         return;
     }
     var x = v;
@@ -108,9 +118,9 @@ fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u
         loadB(k0 + i2.y, col0 + i2.x, kEnd), loadB(k0 + i3.y, col0 + i3.x, kEnd));
 }
 
-// store4 stores C(i, j + q) = v[q] for the q < 4 inside the matrix.
+// store4 stores C(i, j + q) = v[q] for the q < 4 inside the matrix (and its row of ones).
 fn store4(i: u32, j: u32, s: u32, v: vec4<f32>) {
-    if (i >= p.M) {
+    if (i >= p.M + p.biasGrad) {
         return;
     }
     for (var q = 0u; q < 4u; q++) {
@@ -274,15 +284,21 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
 }
 
 // reduce finishes a product whose K was split: C(i, j) = Σ_s partial_s(i, j) (+ C with
-// accumulate) (+ bias[j]), slices summed in order. The partial sums are in the binding of a
-// (kSlice holds the number of slices here).
+// accumulate) (+ bias[j]), slices summed in order; with biasGrad, the partial sums' row M is
+// added to bias. The partial sums are in the binding of a (kSlice holds the number of slices
+// here).
 @compute @workgroup_size(256)
 fn reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let MN = p.M * p.N;
-    for (var e = id.y * nwg.x * 256u + id.x; e < MN; e += nwg.x * nwg.y * 256u) {
+    let n = MN + p.biasGrad * p.N; // elements of one slice
+    for (var e = id.y * nwg.x * 256u + id.x; e < n; e += nwg.x * nwg.y * 256u) {
         var v = 0.0;
         for (var s = 0u; s < p.kSlice; s++) {
-            v += a[s * MN + e];
+            v += a[s * n + e];
+        }
+        if (e >= MN) {
+            bias[e - MN] += v;
+            continue;
         }
         if (p.accumulate != 0u) {
             v += c[e];
