@@ -29,13 +29,13 @@ import (
 const backendHelp = "compute backend: cpu, webgpu (the GPU, through Vulkan or Metal) or auto (the GPU when it pays off)"
 
 // autoGPUWorkPerCore is the work of one pass, in floating-point operations per CPU thread,
-// from which auto prefers a hardware GPU. Measured on 2026-11-22 (docs/performance.md): an
-// NVIDIA H100 through WebGPU overtakes 16 threads of the CPU backend between the small preset's
-// training step (2.3 GFLOP: GPU 4.1 ms, CPU 2.8 ms) and medium's (7.7 GFLOP: GPU 5.4 ms, CPU
-// 11 ms), and two threads already at small. Below it, the GPU's fixed cost per kernel launch
-// (a step is a hundred or more) and per submit outweighs its speed; generation (a
+// from which auto prefers a hardware GPU. Measured on 2026-11-22 (docs/performance.md, fourth
+// session): an NVIDIA H100 through WebGPU is faster than 16 threads of the CPU backend at every
+// preset, from the tiny preset's training step (0.22 GFLOP: GPU 1.1 ms, CPU 3.4 ms) up; the
+// threshold (0.16 GFLOP on 16 threads) keeps smaller passes, where the GPU's fixed cost per
+// kernel launch (a step is a hundred or more) outweighs its speed, on the CPU. Generation (a
 // single-token pass is a few MFLOP) always stays on the CPU.
-const autoGPUWorkPerCore = 0.25e9
+const autoGPUWorkPerCore = 0.01e9
 
 // autoGPUWork is the pass size from which auto prefers a hardware GPU on this machine.
 func autoGPUWork() float64 { return autoGPUWorkPerCore * float64(runtime.GOMAXPROCS(0)) }
