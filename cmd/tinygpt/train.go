@@ -30,12 +30,12 @@ const backendHelp = "compute backend: cpu, webgpu (the GPU, through Vulkan or Me
 
 // autoGPUWorkPerCore is the work of one pass, in floating-point operations per CPU thread,
 // from which auto prefers a hardware GPU. Measured on 2026-11-22 (docs/performance.md, fourth
-// session): an NVIDIA H100 through WebGPU is faster than 16 threads of the CPU backend at every
-// preset, from the tiny preset's training step (0.22 GFLOP: GPU 1.1 ms, CPU 3.4 ms) up; the
-// threshold (0.16 GFLOP on 16 threads) keeps smaller passes, where the GPU's fixed cost per
-// kernel launch (a step is a hundred or more) outweighs its speed, on the CPU. Generation (a
-// single-token pass is a few MFLOP) always stays on the CPU.
-const autoGPUWorkPerCore = 0.01e9
+// session), `tinygpt train` on an NVIDIA H100 through WebGPU against 16 threads of the CPU
+// backend: small's step (2.3 GFLOP) 2.3 ms against 6.9, tiny's (0.22 GFLOP) 1.5 ms against
+// 2.1, but a GPU run starts by compiling its kernels (about a second on a fresh machine), which
+// a tiny run does not win back. So from 0.8 GFLOP on 16 threads (small up), 0.1 on 2 (tiny
+// up). Generation (a single-token pass is a few MFLOP) always stays on the CPU.
+const autoGPUWorkPerCore = 0.05e9
 
 // autoGPUWork is the pass size from which auto prefers a hardware GPU on this machine.
 func autoGPUWork() float64 { return autoGPUWorkPerCore * float64(runtime.GOMAXPROCS(0)) }
