@@ -370,3 +370,29 @@ func TestFinishedStateNeverActive(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// Every change of a job's state gets a larger Seq, over all of the server's jobs (a continued
+// run is a new job of the same run), so the page can drop states that arrive late.
+func TestJobStateSeq(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(maxSteps), http.StatusCreated, &start)
+	id := start.Run.ID
+	first := ts.waitJob(func(st JobState) bool { return st.Stats.Step >= 2 })
+	var paused, resumed, stopped, continued JobState
+	ts.json("POST", "/api/job/pause", nil, http.StatusOK, &paused)
+	ts.json("POST", "/api/job/resume", nil, http.StatusOK, &resumed)
+	ts.json("POST", "/api/job/stop", nil, http.StatusOK, &stopped)
+	ended := ts.waitJob(func(st JobState) bool { return !st.Active })
+	ts.json("POST", "/api/runs/"+id+"/continue", ContinueRequest{Steps: 5}, http.StatusOK, &continued)
+	seqs := []uint64{first.Seq, paused.Seq, resumed.Seq, ended.Seq, continued.Seq}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("seq of start, pause, resume, end, continue: %v, want increasing", seqs)
+		}
+	}
+	if stopped.Seq != ended.Seq || stopped.State != StatusStopped {
+		t.Errorf("stop answered %s seq %d, the ended job has seq %d", stopped.State, stopped.Seq, ended.Seq)
+	}
+	ts.waitJob(func(st JobState) bool { return !st.Active })
+}

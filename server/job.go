@@ -26,6 +26,7 @@ type job struct {
 	mu          sync.Mutex
 	run         *Run // the live record; History grows as steps complete
 	state       string
+	seq         uint64 // from Server.seq at every change of state (see JobState.Seq)
 	stats       Stats
 	samples     []Sample
 	pending     []format.LossPoint // points not yet broadcast
@@ -92,8 +93,14 @@ type Sample struct {
 
 // JobState is what GET /api/job returns and the "state" event carries.
 type JobState struct {
-	Active  bool     `json:"active"` // a run is training or paused
-	State   string   `json:"state,omitempty"`
+	Active bool   `json:"active"` // a run is training or paused
+	State  string `json:"state,omitempty"`
+	// Seq grows with every change of a job's state (start, pause, resume, end), over all the
+	// server's jobs. A client gets states over several connections (the event stream,
+	// responses to its requests), which may arrive out of order: of two states of one run it
+	// keeps the one with the larger Seq, so a response computed before the run ended cannot
+	// bring it back to life.
+	Seq     uint64   `json:"seq"`
 	Run     *Run     `json:"run,omitempty"`
 	Stats   Stats    `json:"stats"`
 	Samples []Sample `json:"samples"`
@@ -137,7 +144,7 @@ func (j *job) snapshotState() JobState {
 	defer j.mu.Unlock()
 	r := *j.run
 	r.History = append([]format.LossPoint{}, downsample(j.run.History, maxStatePoints)...)
-	return JobState{Active: j.active(), State: j.state, Run: &r, Stats: j.stats.clean(),
+	return JobState{Active: j.active(), State: j.state, Seq: j.seq, Run: &r, Stats: j.stats.clean(),
 		Samples: append([]Sample{}, j.samples...)}
 }
 
@@ -186,7 +193,7 @@ var errNotTraining = errors.New("no run is training")
 func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sampleEvery int, resumed bool) *job {
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &job{id: run.ID, backend: backendName, cancel: cancel, ctrl: make(chan ctrlMsg),
-		snaps: make(chan chan snapshot), done: make(chan struct{}), run: run, state: StatusTraining}
+		snaps: make(chan chan snapshot), done: make(chan struct{}), run: run, state: StatusTraining, seq: s.seq.Add(1)}
 	tr, val := t.LastLosses()
 	j.stats = Stats{Step: t.Step(), Steps: t.Opts.Steps, Loss: finite(tr), Val: finite(val), Elapsed: t.Elapsed.Seconds()}
 	if t.Best != nil {
@@ -312,6 +319,7 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	s.models.forget(j.id) // the next generation loads the final checkpoint
 	j.mu.Lock()
 	j.state = status
+	j.seq = s.seq.Add(1)
 	close(j.done)
 	j.mu.Unlock()
 	s.hub.publish("state", j.snapshotState())
@@ -349,6 +357,7 @@ func (s *Server) applyControl(j *job, t *train.Trainer, m ctrlMsg, paused bool) 
 	}
 	j.mu.Lock()
 	j.state = state
+	j.seq = s.seq.Add(1)
 	j.mu.Unlock()
 	s.saveRunFromTrainer(j, t, state)
 	s.hub.publish("state", j.snapshotState())

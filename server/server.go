@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tinygpt/backend"
@@ -84,6 +85,7 @@ type Server struct {
 	models  *modelCache
 	calib   calibration
 	closing chan struct{}
+	seq     atomic.Uint64 // the last JobState.Seq handed out, over all jobs
 
 	mu  sync.Mutex
 	job *job // the active or most recent training job; nil before the first

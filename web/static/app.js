@@ -269,10 +269,15 @@ async function startRun(ev) {
 
 // ------------------------------------------------------------------ live training view
 
+// setJob shows job state js and reports whether it did: a state of the shown run older than
+// the one shown (a smaller seq: it arrived late, over another connection) is ignored.
 function setJob(js) {
+  const cur = state.job;
+  if (cur && cur.run && js.run && cur.run.id === js.run.id && (js.seq || 0) < (cur.seq || 0)) return false;
   state.job = js;
   state.points = js.run ? (js.run.history || []).slice() : [];
   renderLive();
+  return true;
 }
 
 function renderLive() {
@@ -415,7 +420,7 @@ function connect() {
     const js = JSON.parse(e.data);
     const wasActive = state.job && state.job.active;
     const prevId = state.job && state.job.run ? state.job.run.id : null;
-    setJob(js);
+    if (!setJob(js)) return;
     if (wasActive && !js.active) { loadRuns(); toast(`Training ${js.state}: ${js.run.name}`); }
     // A run that starts training becomes the model to sample from only if the user has not
     // chosen one; later state events (pause, resume, checkpoints) leave the choice alone.
