@@ -207,7 +207,7 @@ func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, q []float32, ldq, i
 			expShift(p, lse[i])
 		} else {
 			sum := expShift(p, mx)
-			lseOut[i] = mx + float32(math.Log(float64(sum)))
+			lseOut[i] = mx + log32(sum)
 			inv[i] = 1 / sum
 		}
 		if n < i1 {
@@ -225,7 +225,7 @@ func softmaxRow(row []float32, scale float32) float32 {
 	for j := range row {
 		row[j] *= inv
 	}
-	return mx + float32(math.Log(float64(sum)))
+	return mx + log32(sum)
 }
 
 func (t *attentionTask) forward(w, b, h int) {

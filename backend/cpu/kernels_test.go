@@ -585,6 +585,22 @@ func TestExp32(t *testing.T) {
 	}
 }
 
+// log32 is math.Log rounded to float32, within an ulp, from the smallest subnormal to the
+// largest float32.
+func TestLog32(t *testing.T) {
+	for x64 := 1e-45; x64 < math.MaxFloat32; x64 *= 1.001 {
+		x := float32(x64)
+		want := float32(math.Log(float64(x)))
+		got := log32(x)
+		if d := math.Abs(float64(got - want)); d > 0 && d > math.Abs(float64(math.Nextafter32(want, 0)-want)) {
+			t.Fatalf("log32(%v) = %v, want %v", x, got, want)
+		}
+	}
+	if log32(1) != 0 || !math.IsInf(float64(log32(0)), -1) || !math.IsNaN(float64(log32(-1))) || !math.IsInf(float64(log32(float32(math.Inf(1)))), 1) {
+		t.Error("log32 edge cases")
+	}
+}
+
 // Many short loops on many workers, from several backends at once: the pool must neither lose
 // nor repeat a chunk, nor hang, however its helpers are scheduled.
 func TestPoolStress(t *testing.T) {
