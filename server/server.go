@@ -124,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, store: st, hub: newHub(cfg.Logf), closing: make(chan struct{})}
+	// Job state numbers start from the clock, so that they keep growing across restarts of the
+	// server, for a page that stays open.
+	s.seq.Store(uint64(time.Now().UnixMilli())) // exact in a JavaScript number
 	s.models = newModelCache(s)
 	s.routes()
 	return s, nil
