@@ -173,6 +173,14 @@ try {
 
   // A second run, on pasted text with custom sizes, then "continue +N steps" from the page.
   await page.click('a[data-tab="train"]');
+  // (A flake once left this button hidden after the run had finished: say what the page showed.)
+  try {
+    await page.waitForSelector('#btn-new-run', { state: 'visible', timeout: T });
+  } catch (e) {
+    const shown = await page.evaluate(() => ['live-status', 'live-steps', 'live-eta', 'btn-pause', 'btn-resume', 'btn-stop', 'setup']
+      .map((id) => `${id}: ${JSON.stringify(document.getElementById(id).textContent.trim().slice(0, 60))}${document.getElementById(id).classList.contains('hidden') ? ' (hidden)' : ''}`).join('; '));
+    throw new Error(`"Set up a new run" stayed hidden after the run finished; the page showed ${shown}`);
+  }
   await page.click('#btn-new-run');
   await page.check('input[name="corpus"][value="paste"]');
   await page.fill('#corpus-text', 'The cat sat on the mat. The dog sat on the log. '.repeat(100));
