@@ -101,6 +101,7 @@ const state = {
   genAbort: null,
   corpusBytes: 0,
   corpusLimit: 32 << 20,
+  showSetupAfterRun: false, // the user asked for the setup form below a finished run
 };
 
 let liveChart;
@@ -291,7 +292,8 @@ function renderLive() {
   live.classList.remove('hidden');
   const r = js.run, st = js.stats;
   const active = js.active;
-  $('setup').classList.toggle('hidden', active || !state.showSetupAfterRun);
+  // (classList.toggle's second argument must be a boolean: undefined flips the class instead.)
+  $('setup').classList.toggle('hidden', Boolean(active || !state.showSetupAfterRun));
   $('live-name').textContent = r.name;
   const c = r.config;
   $('live-desc').textContent = `${fmtInt(r.params)} parameters · ${c.layers} layers, d_model ${c.d_model}, ${c.heads} heads, ctx ${c.ctx} · batch ${r.batch}, lr ${r.lr} ${r.schedule || ''} · ${r.corpus.source} (${fmtBytes(r.corpus.bytes)}) · ${r.backend}`;
@@ -320,8 +322,8 @@ function renderLive() {
   $('btn-pause').classList.toggle('hidden', !active || status === 'paused');
   $('btn-resume').classList.toggle('hidden', !active || status !== 'paused');
   $('btn-stop').classList.toggle('hidden', !active);
-  $('continue-box').classList.toggle('hidden', active || !r.resumable);
-  $('btn-new-run').classList.toggle('hidden', active || state.showSetupAfterRun);
+  $('continue-box').classList.toggle('hidden', Boolean(active || !r.resumable));
+  $('btn-new-run').classList.toggle('hidden', Boolean(active || state.showSetupAfterRun));
   $('btn-sample-live').classList.toggle('hidden', false);
   const err = $('live-error');
   err.textContent = r.error || '';
