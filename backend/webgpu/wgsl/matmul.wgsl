@@ -98,8 +98,8 @@ fn tileIndex(e: u32, kFast: bool, tile: u32, bk: u32) -> vec2<u32> {
 }
 
 // fetchA returns elements tid + 256·e (e < 4) of the tile×bk block of A at rows row0 and
-// inner index k0, fetchB those of the bk×tile block of B at columns col0; put128 and put64
-// store them in a kernel's workgroup tile of A (isA) or B.
+// inner index k0, fetchB those of the bk×tile block of B at columns col0; put stores them in
+// the workgroup's tiles.
 fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
     let i0 = tileIndex(tid, kFast, tile, bk);
     let i1 = tileIndex(tid + 256u, kFast, tile, bk);
@@ -130,33 +130,38 @@ fn store4(i: u32, j: u32, s: u32, v: vec4<f32>) {
     }
 }
 
+// The workgroup's tiles of A and B, shared by both kernels (each pipeline uses one kernel): k row
+// k of a tile holds `row` vec4 (the tile's width / 4, plus one of padding), element i of the
+// row at [k·row + i/4][i%4].
+var<workgroup> tileA: array<vec4<f32>, 272>; // main64: [BK64][ROW64], main128: [BK128][ROW128]
+var<workgroup> tileB: array<vec4<f32>, 272>;
+
+// put stores v, elements tid + 256·e (e < 4) of a tile×bk block as fetchA or fetchB read them,
+// in tileA (isA) or tileB, whose k rows hold row vec4.
+fn put(tid: u32, kFast: bool, v: vec4<f32>, isA: bool, tile: u32, bk: u32, row: u32) {
+    let i0 = tileIndex(tid, kFast, tile, bk);
+    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
+    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
+    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
+    if (isA) {
+        tileA[i0.y * row + i0.x / 4u][i0.x % 4u] = v.x;
+        tileA[i1.y * row + i1.x / 4u][i1.x % 4u] = v.y;
+        tileA[i2.y * row + i2.x / 4u][i2.x % 4u] = v.z;
+        tileA[i3.y * row + i3.x / 4u][i3.x % 4u] = v.w;
+    } else {
+        tileB[i0.y * row + i0.x / 4u][i0.x % 4u] = v.x;
+        tileB[i1.y * row + i1.x / 4u][i1.x % 4u] = v.y;
+        tileB[i2.y * row + i2.x / 4u][i2.x % 4u] = v.z;
+        tileB[i3.y * row + i3.x / 4u][i3.x % 4u] = v.w;
+    }
+}
+
 // main128: 128×128 tiles, blocks of 8 along k; per step of k a thread reads two vec4 of A and two
 // of B for 64 multiply-adds. The tiles' k rows are padded to 33 vec4 (main64's to 17) so that
 // copies along k hit distinct memory banks.
 const TILE128: u32 = 128u;
 const BK128: u32 = 8u;
 const ROW128: u32 = 33u; // vec4 per k row of a tile: 32 and one of padding
-
-var<workgroup> tA128: array<vec4<f32>, 264>; // [BK128][ROW128]: A(row0 + 4v + e, k0 + k) at [k·ROW128 + v][e]
-var<workgroup> tB128: array<vec4<f32>, 264>; // [BK128][ROW128]: B(k0 + k, col0 + 4v + e) at [k·ROW128 + v][e]
-
-fn put128(tid: u32, kFast: bool, v: vec4<f32>, isA: bool) {
-    let i0 = tileIndex(tid, kFast, TILE128, BK128);
-    let i1 = tileIndex(tid + 256u, kFast, TILE128, BK128);
-    let i2 = tileIndex(tid + 512u, kFast, TILE128, BK128);
-    let i3 = tileIndex(tid + 768u, kFast, TILE128, BK128);
-    if (isA) {
-        tA128[i0.y * ROW128 + i0.x / 4u][i0.x % 4u] = v.x;
-        tA128[i1.y * ROW128 + i1.x / 4u][i1.x % 4u] = v.y;
-        tA128[i2.y * ROW128 + i2.x / 4u][i2.x % 4u] = v.z;
-        tA128[i3.y * ROW128 + i3.x / 4u][i3.x % 4u] = v.w;
-    } else {
-        tB128[i0.y * ROW128 + i0.x / 4u][i0.x % 4u] = v.x;
-        tB128[i1.y * ROW128 + i1.x / 4u][i1.x % 4u] = v.y;
-        tB128[i2.y * ROW128 + i2.x / 4u][i2.x % 4u] = v.z;
-        tB128[i3.y * ROW128 + i3.x / 4u][i3.x % 4u] = v.w;
-    }
-}
 
 @compute @workgroup_size(16, 16)
 fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -178,8 +183,8 @@ fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l
     var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE128, BK128);
     var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE128, BK128);
     for (; k0 < kEnd; k0 += BK128) {
-        put128(tid, aFast, pa, true);
-        put128(tid, bFast, pb, false);
+        put(tid, aFast, pa, true, TILE128, BK128, ROW128);
+        put(tid, bFast, pb, false, TILE128, BK128, ROW128);
         workgroupBarrier();
         let k1 = k0 + BK128;
         if (k1 < kEnd) {
@@ -187,10 +192,10 @@ fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l
             pb = fetchB(tid, col0, k1, kEnd, bFast, TILE128, BK128);
         }
         for (var k = 0u; k < BK128; k++) {
-            let a0 = tA128[k * ROW128 + lid.y];
-            let a1 = tA128[k * ROW128 + 16u + lid.y];
-            let b0 = tB128[k * ROW128 + lid.x];
-            let b1 = tB128[k * ROW128 + 16u + lid.x];
+            let a0 = tileA[k * ROW128 + lid.y];
+            let a1 = tileA[k * ROW128 + 16u + lid.y];
+            let b0 = tileB[k * ROW128 + lid.x];
+            let b1 = tileB[k * ROW128 + 16u + lid.x];
             c00 = fma(vec4<f32>(a0.x), b0, c00); c01 = fma(vec4<f32>(a0.x), b1, c01);
             c10 = fma(vec4<f32>(a0.y), b0, c10); c11 = fma(vec4<f32>(a0.y), b1, c11);
             c20 = fma(vec4<f32>(a0.z), b0, c20); c21 = fma(vec4<f32>(a0.z), b1, c21);
@@ -222,27 +227,6 @@ const TILE64: u32 = 64u;
 const BK64: u32 = 16u;
 const ROW64: u32 = 17u; // vec4 per k row of a tile: 16 and one of padding
 
-var<workgroup> tA64: array<vec4<f32>, 272>; // [BK64][ROW64]
-var<workgroup> tB64: array<vec4<f32>, 272>; // [BK64][ROW64]
-
-fn put64(tid: u32, kFast: bool, v: vec4<f32>, isA: bool) {
-    let i0 = tileIndex(tid, kFast, TILE64, BK64);
-    let i1 = tileIndex(tid + 256u, kFast, TILE64, BK64);
-    let i2 = tileIndex(tid + 512u, kFast, TILE64, BK64);
-    let i3 = tileIndex(tid + 768u, kFast, TILE64, BK64);
-    if (isA) {
-        tA64[i0.y * ROW64 + i0.x / 4u][i0.x % 4u] = v.x;
-        tA64[i1.y * ROW64 + i1.x / 4u][i1.x % 4u] = v.y;
-        tA64[i2.y * ROW64 + i2.x / 4u][i2.x % 4u] = v.z;
-        tA64[i3.y * ROW64 + i3.x / 4u][i3.x % 4u] = v.w;
-    } else {
-        tB64[i0.y * ROW64 + i0.x / 4u][i0.x % 4u] = v.x;
-        tB64[i1.y * ROW64 + i1.x / 4u][i1.x % 4u] = v.y;
-        tB64[i2.y * ROW64 + i2.x / 4u][i2.x % 4u] = v.z;
-        tB64[i3.y * ROW64 + i3.x / 4u][i3.x % 4u] = v.w;
-    }
-}
-
 @compute @workgroup_size(16, 16)
 fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let slice = wg.y / p.tilesM;
@@ -257,8 +241,8 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
     var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE64, BK64);
     var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE64, BK64);
     for (; k0 < kEnd; k0 += BK64) {
-        put64(tid, aFast, pa, true);
-        put64(tid, bFast, pb, false);
+        put(tid, aFast, pa, true, TILE64, BK64, ROW64);
+        put(tid, bFast, pb, false, TILE64, BK64, ROW64);
         workgroupBarrier();
         let k1 = k0 + BK64;
         if (k1 < kEnd) {
@@ -266,8 +250,8 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
             pb = fetchB(tid, col0, k1, kEnd, bFast, TILE64, BK64);
         }
         for (var k = 0u; k < BK64; k++) {
-            let av = tA64[k * ROW64 + lid.y];
-            let bv = tB64[k * ROW64 + lid.x];
+            let av = tileA[k * ROW64 + lid.y];
+            let bv = tileB[k * ROW64 + lid.x];
             c0 = fma(vec4<f32>(av.x), bv, c0);
             c1 = fma(vec4<f32>(av.y), bv, c1);
             c2 = fma(vec4<f32>(av.z), bv, c2);
