@@ -125,6 +125,28 @@ fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
 
 const NEG: f32 = -3.4028235e38;
 
+// dotsX returns the dot products of x with vec4 e of tile rows r..r+3 of tileX, at = r·HS4L + e;
+// dotsY the same over tileY.
+fn dotsX(x: vec4<f32>, at: u32) -> vec4<f32> {
+    return vec4<f32>(dot(x, tileX[at]), dot(x, tileX[at + HS4L]), dot(x, tileX[at + 2u * HS4L]), dot(x, tileX[at + 3u * HS4L]));
+}
+
+fn dotsY(x: vec4<f32>, at: u32) -> vec4<f32> {
+    return vec4<f32>(dot(x, tileY[at]), dot(x, tileY[at + HS4L]), dot(x, tileY[at + 2u * HS4L]), dot(x, tileY[at + 3u * HS4L]));
+}
+
+// addX returns acc + Σ_q w[q]·(vec4 e of tile row r+q of tileX), at = r·HS4L + e, rows in
+// order; addY the same over tileY.
+fn addX(w: vec4<f32>, at: u32, acc: vec4<f32>) -> vec4<f32> {
+    return fma(vec4<f32>(w.w), tileX[at + 3u * HS4L], fma(vec4<f32>(w.z), tileX[at + 2u * HS4L],
+        fma(vec4<f32>(w.y), tileX[at + HS4L], fma(vec4<f32>(w.x), tileX[at], acc))));
+}
+
+fn addY(w: vec4<f32>, at: u32, acc: vec4<f32>) -> vec4<f32> {
+    return fma(vec4<f32>(w.w), tileY[at + 3u * HS4L], fma(vec4<f32>(w.z), tileY[at + 2u * HS4L],
+        fma(vec4<f32>(w.y), tileY[at + HS4L], fma(vec4<f32>(w.x), tileY[at], acc))));
+}
+
 @compute @workgroup_size(64)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     if (pastGrid(wg, nwg, prm.NQ)) {
@@ -159,8 +181,7 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
             let k0 = jj * HS4L;
             var s = vec4<f32>(0.0);
             for (var e = 0u; e < HS4L; e++) {
-                s += vec4<f32>(dot(qv[e], tileX[k0 + e]), dot(qv[e], tileX[k0 + HS4L + e]),
-                    dot(qv[e], tileX[k0 + 2u * HS4L + e]), dot(qv[e], tileX[k0 + 3u * HS4L + e]));
+                s += dotsX(qv[e], k0 + e);
             }
             let j = j0 + jj;
             let visible = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(vis);
@@ -170,8 +191,7 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
             let p = select(vec4<f32>(0.0), exp(s - vec4<f32>(mn)), visible);
             l = l * corr + ((p.x + p.y) + (p.z + p.w));
             for (var e = 0u; e < HS4L; e++) {
-                acc[e] = fma(vec4<f32>(p.w), tileY[k0 + 3u * HS4L + e], fma(vec4<f32>(p.z), tileY[k0 + 2u * HS4L + e],
-                    fma(vec4<f32>(p.y), tileY[k0 + HS4L + e], fma(vec4<f32>(p.x), tileY[k0 + e], acc[e] * corr))));
+                acc[e] = addY(p, k0 + e, acc[e] * corr);
             }
             m = mn;
         }
@@ -278,18 +298,15 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
             var s = vec4<f32>(0.0);
             var dp = vec4<f32>(0.0);
             for (var e = 0u; e < HS4L; e++) {
-                s += vec4<f32>(dot(qv[e], tileX[k0 + e]), dot(qv[e], tileX[k0 + HS4L + e]),
-                    dot(qv[e], tileX[k0 + 2u * HS4L + e]), dot(qv[e], tileX[k0 + 3u * HS4L + e]));
-                dp += vec4<f32>(dot(dov[e], tileY[k0 + e]), dot(dov[e], tileY[k0 + HS4L + e]),
-                    dot(dov[e], tileY[k0 + 2u * HS4L + e]), dot(dov[e], tileY[k0 + 3u * HS4L + e]));
+                s += dotsX(qv[e], k0 + e);
+                dp += dotsY(dov[e], k0 + e);
             }
             let j = j0 + jj;
             let visible = vec4<u32>(j, j + 1u, j + 2u, j + 3u) <= vec4<u32>(vis);
             let p = select(vec4<f32>(0.0), exp(s * prm.scale - vec4<f32>(lse)), visible);
             let ds = p * (dp - vec4<f32>(D)) * prm.scale;
             for (var e = 0u; e < HS4L; e++) {
-                dq[e] = fma(vec4<f32>(ds.w), tileX[k0 + 3u * HS4L + e], fma(vec4<f32>(ds.z), tileX[k0 + 2u * HS4L + e],
-                    fma(vec4<f32>(ds.y), tileX[k0 + HS4L + e], fma(vec4<f32>(ds.x), tileX[k0 + e], dq[e]))));
+                dq[e] = addX(ds, k0 + e, dq[e]);
             }
         }
     }
@@ -344,10 +361,8 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
             var s = vec4<f32>(0.0);
             var dp = vec4<f32>(0.0);
             for (var e = 0u; e < HS4L; e++) {
-                s += vec4<f32>(dot(kv[e], tileX[q0 + e]), dot(kv[e], tileX[q0 + HS4L + e]),
-                    dot(kv[e], tileX[q0 + 2u * HS4L + e]), dot(kv[e], tileX[q0 + 3u * HS4L + e]));
-                dp += vec4<f32>(dot(vv[e], tileY[q0 + e]), dot(vv[e], tileY[q0 + HS4L + e]),
-                    dot(vv[e], tileY[q0 + 2u * HS4L + e]), dot(vv[e], tileY[q0 + 3u * HS4L + e]));
+                s += dotsX(kv[e], q0 + e);
+                dp += dotsY(vv[e], q0 + e);
             }
             let i = i0 + ii;
             let iv = vec4<u32>(i, i + 1u, i + 2u, i + 3u);
@@ -358,10 +373,8 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
             let p = select(vec4<f32>(0.0), exp(s * prm.scale - lse), visible);
             let ds = p * (dp - D) * prm.scale;
             for (var e = 0u; e < HS4L; e++) {
-                dv[e] = fma(vec4<f32>(p.w), tileY[q0 + 3u * HS4L + e], fma(vec4<f32>(p.z), tileY[q0 + 2u * HS4L + e],
-                    fma(vec4<f32>(p.y), tileY[q0 + HS4L + e], fma(vec4<f32>(p.x), tileY[q0 + e], dv[e]))));
-                dk[e] = fma(vec4<f32>(ds.w), tileX[q0 + 3u * HS4L + e], fma(vec4<f32>(ds.z), tileX[q0 + 2u * HS4L + e],
-                    fma(vec4<f32>(ds.y), tileX[q0 + HS4L + e], fma(vec4<f32>(ds.x), tileX[q0 + e], dk[e]))));
+                dv[e] = addY(p, q0 + e, dv[e]);
+                dk[e] = addX(ds, q0 + e, dk[e]);
             }
         }
     }
