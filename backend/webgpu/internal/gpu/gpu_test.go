@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// Clearing a buffer larger than one binding works window by window: with the binding limit
-// forced down to 1 KB, a 10,000-byte buffer written with ones reads back all zero after fill.
-func TestFillInWindows(t *testing.T) {
+// openDevice opens the GPU for a test and closes it at the end; without an adapter the test
+// is skipped, except in CI (CI=true), where lavapipe must be there.
+func openDevice(t *testing.T) *Device {
+	t.Helper()
 	d, err := Open()
 	if err != nil {
 		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
@@ -17,7 +18,14 @@ func TestFillInWindows(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Clearing a buffer larger than one binding works window by window: with the binding limit
+// forced down to 1 KB, a 10,000-byte buffer written with ones reads back all zero after fill.
+func TestFillInWindows(t *testing.T) {
+	d := openDevice(t)
 	const n = 10000
 	b, err := d.NewBuffer(n)
 	if err != nil {
@@ -52,14 +60,7 @@ func TestFillInWindows(t *testing.T) {
 // the parameter arena (which makes the host wait and start it again): 5,000 staged writes, each
 // its own dispatch, to 100 places in turn; each place holds the last value written to it.
 func TestStreamInPieces(t *testing.T) {
-	d, err := Open()
-	if err != nil {
-		if errors.Is(err, ErrNoAdapter) && os.Getenv("CI") != "true" {
-			t.Skipf("skipping: %v", err)
-		}
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDevice(t)
 	defer func(n int) { FlushEvery = n }(FlushEvery)
 	FlushEvery = 7
 	const places, writes = 100, 5000
