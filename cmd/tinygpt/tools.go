@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -276,8 +277,20 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	backendName := fs.String("backend", "cpu", backendHelp)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	profile := fs.String("profile", "", "after each row, the backend's account of a timed step: counts (webgpu: dispatches, submits, waits, host time) or kernels (webgpu: also each kernel's GPU time, every kernel run on its own: slow)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to `file` (go tool pprof reads it), to see where the host's time goes")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *threads < 0 || *threads > 4096 {
 		return fmt.Errorf("--threads must be between 0 and 4096")
