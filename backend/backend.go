@@ -85,6 +85,14 @@ type Backend interface {
 	UploadInt(t Tensor, src []int32)
 	// Download copies t[off:off+len(dst)] into dst, finishing any pending work first.
 	Download(dst []float32, t Tensor, off int)
+	// DownloadLater is Download without the wait: it asks for t[off:off+len(dst)] as it is
+	// once the kernels called so far have run, and Await fills dst. Kernels called after it
+	// do not delay it: a GPU backend runs them while the host waits in Await, so that a
+	// training step's loss can be read while the next step's passes run. dst must not be used
+	// until Await returns.
+	DownloadLater(dst []float32, t Tensor, off int)
+	// Await waits until every DownloadLater since the last Await has filled its dst.
+	Await()
 	// Zero sets the first n elements of t to 0.
 	Zero(t Tensor, n int)
 	// Copy sets dst[i] = src[i] for i < n.

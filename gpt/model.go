@@ -254,6 +254,15 @@ func (m *Model) TrainLoss() float64 {
 	return m.train.meanLoss(m.be)
 }
 
+// TrainLosses returns the per-position losses [B·T] of the last training forward pass (nil
+// before the first), for reading them back without waiting (backend.Backend.DownloadLater).
+func (m *Model) TrainLosses() backend.Tensor {
+	if m.train == nil || !m.train.hasLoss {
+		return nil
+	}
+	return m.train.losses
+}
+
 func (m *Model) check(b Batch) error {
 	switch {
 	case b.B < 1 || b.T < 1:

@@ -96,6 +96,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	var times []float64
 	prof, _ := be.(profiler)
 	var profile string
+	s := stepper{m: m, o: opt}
 	for i := 0; i < warmup+steps; i++ {
 		if prof != nil && i == warmup {
 			prof.Profile(1)
@@ -106,7 +107,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		}
 		start := time.Now()
 		// The trainer's step, reads included.
-		if _, _, err := trainStep(m, opt, gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4); err != nil {
+		if _, _, err := s.step(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4); err != nil {
 			return BenchResult{}, err
 		}
 		if i >= warmup {

@@ -107,6 +107,7 @@ type Trainer struct {
 	lastVal         float64
 	inputs, targets []int32
 	sched           Schedule
+	stepper         stepper
 }
 
 // Step is the number of completed steps.
@@ -140,7 +141,7 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 	n := opts.Batch * opts.Model.Ctx
 	return &Trainer{Opts: opts, Model: m, Optim: o, Corpus: corpus, Split: split,
 		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.schedule(),
-		lastTrain: math.NaN(), lastVal: math.NaN()}, nil
+		lastTrain: math.NaN(), lastVal: math.NaN(), stepper: stepper{m: m, o: o}}, nil
 }
 
 // ResumeOptions changes a resumed run.
@@ -283,7 +284,7 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	if math.IsNaN(lr) {
 		return StepResult{Step: step}, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
 	}
-	loss, norm, err := trainStep(t.Model, t.Optim, batch, float32(t.Opts.Dropout), dropSeed, float32(lr))
+	loss, norm, err := t.stepper.step(batch, float32(t.Opts.Dropout), dropSeed, float32(lr))
 	if err != nil {
 		return StepResult{Step: step, Loss: loss, GradNorm: norm}, err
 	}
@@ -292,36 +293,6 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	t.lastTrain = loss
 	t.History = append(t.History, format.LossPoint{Step: step, Train: round4(loss)})
 	return StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}, nil
-}
-
-// trainStep runs a training step of m on batch (dropout p from seed) and o's update with
-// learning rate lr, and returns the step's loss and gradient norm. The work is recorded in
-// full before either is read back, so that a GPU runs the whole step with one wait at the end.
-// The backend skips the update when the norm is not finite; a loss that is not finite comes
-// from logits that are not, which make the gradients, and so the norm, NaN too. Either way
-// the step is undone (o.Step) and the error wraps ErrNotFinite.
-func trainStep(m *gpt.Model, o *Optimizer, batch gpt.Batch, p float32, seed uint64, lr float32) (loss, norm float64, err error) {
-	m.ZeroGrads()
-	if err := m.RecordTrainForward(batch, p, seed); err != nil {
-		return 0, 0, err
-	}
-	if err := m.Backward(); err != nil {
-		return 0, 0, err
-	}
-	o.ComputeNorm()
-	o.Apply(lr)
-	loss, norm = m.TrainLoss(), o.GradNorm()
-	step := o.Step
-	switch {
-	case math.IsNaN(loss) || math.IsInf(loss, 0):
-		err = fmt.Errorf("training loss is %v at step %d: %w", loss, step, ErrNotFinite)
-	case math.IsNaN(norm) || math.IsInf(norm, 0):
-		err = fmt.Errorf("gradient norm is %v at step %d: %w", norm, step, ErrNotFinite)
-	}
-	if err != nil {
-		o.Step--
-	}
-	return loss, norm, err
 }
 
 func round4(x float64) *float64 {

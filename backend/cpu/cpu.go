@@ -101,6 +101,13 @@ func (be *Backend) UploadInt(t backend.Tensor, src []int32) { copy(i32(t), src) 
 // Download implements backend.Backend.
 func (be *Backend) Download(dst []float32, t backend.Tensor, off int) { copy(dst, f32(t)[off:]) }
 
+// DownloadLater implements backend.Backend: kernels have run when they return, so it copies
+// at once.
+func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) { copy(dst, f32(t)[off:]) }
+
+// Await implements backend.Backend; DownloadLater has nothing left to do.
+func (be *Backend) Await() {}
+
 // Zero implements backend.Backend.
 func (be *Backend) Zero(t backend.Tensor, n int) {
 	if t.(*tensor).i != nil {

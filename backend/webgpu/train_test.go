@@ -1,6 +1,7 @@
 package webgpu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -147,6 +148,54 @@ func TestCheckpointCrossBackend(t *testing.T) {
 			if rel := math.Abs(r.Loss-w) / w; rel > 1e-3 {
 				t.Errorf("%s→%s step %d: loss %.6f, straight cpu run %.6f", order[0].Name(), order[1].Name(), r.Step, r.Loss, w)
 			}
+		}
+	}
+}
+
+// Weights replaced between two steps (a fine-tune's start, a broken model) are the ones the
+// next step uses on the GPU as on the CPU: both backends run 4 steps, get the same new
+// weights, run 4 more, then get weights that overflow (a step that is not finite and changes
+// nothing) and, after the first weights again, 2 more: the losses and norms agree at every
+// step.
+func TestWeightsReplacedBetweenSteps(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	o.Steps = 20
+	corpus := trajectoryCorpus()
+	w := gpt.InitWeights(o.Model, 99)
+	huge := make([]float32, len(w))
+	for i := range w {
+		huge[i] = w[i] * 1e36 // finite, but the logits overflow
+	}
+	var results [2][]train.StepResult
+	for k, be := range []backend.Backend{cpu.New(), g} {
+		tr, err := train.New(be, o, corpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[k] = append(results[k], runSteps(t, tr, 4)...)
+		if err := tr.Model.SetWeights(w); err != nil {
+			t.Fatal(err)
+		}
+		results[k] = append(results[k], runSteps(t, tr, 4)...)
+		if err := tr.Model.SetWeights(huge); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.TrainStep(); !errors.Is(err, train.ErrNotFinite) {
+			t.Fatalf("%s: a step from overflowing weights gave %v, want a not-finite error", be.Name(), err)
+		}
+		if err := tr.Model.SetWeights(w); err != nil {
+			t.Fatal(err)
+		}
+		results[k] = append(results[k], runSteps(t, tr, 2)...)
+	}
+	for i, c := range results[0] {
+		gr := results[1][i]
+		if rel := math.Abs(gr.Loss-c.Loss) / c.Loss; rel > 1e-4 || gr.Step != c.Step {
+			t.Errorf("step %d: gpu loss %.6f (step %d), cpu %.6f", c.Step, gr.Loss, gr.Step, c.Loss)
+		}
+		if rel := math.Abs(gr.GradNorm-c.GradNorm) / c.GradNorm; rel > 1e-4 {
+			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", c.Step, gr.GradNorm, c.GradNorm)
 		}
 	}
 }

@@ -4,13 +4,15 @@
 //
 // Tensors are device buffers; kernels are recorded into one command stream, submitted in pieces
 // without waiting (every gpu.FlushEvery dispatches, so that the GPU runs while the host records
-// the rest) and when the host needs a result (Download: a step's loss, its gradient norm), the
-// only times it waits for the GPU. The WGSL sources live in wgsl/, one file per kernel family, and each
-// kernel has a CPU twin in package cpu that the tests compare it with.
+// the rest) and when the host needs a result, the only times it waits for the GPU: Download, or
+// Await for the results asked for with DownloadLater (a training step's loss and gradient
+// norm, read once the step has run, whatever was recorded after them). The WGSL sources live
+// in wgsl/, one file per kernel family, and each kernel has a CPU twin in package cpu that the
+// tests compare it with.
 //
 // The backend.Backend interface has no error results, so failures (out of GPU memory, a lost
 // device, a readback that never completes) are sticky: the first is kept and reported by Err,
-// every later kernel does nothing, and Download fills its destination with NaN so that a
+// every later kernel does nothing, and Download (or Await) fills its destination with NaN so that a
 // training loop stops at the non-finite loss. Callers check Err to say why.
 package webgpu
 
@@ -60,6 +62,12 @@ func (t *tensor) bind() gpu.Binding {
 	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
 }
 
+// laterRead is a DownloadLater in flight: the device fills raw, Await converts it into dst.
+type laterRead struct {
+	dst []float32
+	raw []byte
+}
+
 // Backend is the WebGPU implementation of backend.Backend.
 type Backend struct {
 	dev     *gpu.Device
@@ -67,6 +75,7 @@ type Backend struct {
 	scratch map[string]*tensor // partial sums, attention's D
 	err     error
 	hostBuf []byte
+	later   []laterRead // DownloadLater's reads, for Await
 
 	mm   *matmulCall  // a product held back to fuse with a bias (see MatMul, settle)
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
@@ -376,6 +385,53 @@ func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
 	}
 }
 
+// DownloadLater implements backend.Backend (see gpu.Device.ReadLater). After an error Await
+// fills dst with NaN.
+func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
+	be.settle()
+	if len(dst) == 0 {
+		return
+	}
+	tt := ten(t)
+	if off+len(dst) > tt.n {
+		panic(fmt.Sprintf("webgpu: download of [%d:%d] from a tensor of %d", off, off+len(dst), tt.n))
+	}
+	if be.ok() && tt.buf == nil {
+		be.fail(fmt.Errorf("download from a released tensor"))
+	}
+	i := len(be.later)
+	if i == cap(be.later) {
+		be.later = append(be.later, laterRead{})
+	}
+	be.later = be.later[:i+1]
+	r := &be.later[i]
+	if cap(r.raw) < 4*len(dst) {
+		r.raw = make([]byte, 4*len(dst))
+	}
+	r.dst, r.raw = dst, r.raw[:4*len(dst)]
+	if be.ok() {
+		_ = be.dev.ReadLater(r.raw, tt.buf, uint64(tt.off+off)*4)
+	}
+}
+
+// Await implements backend.Backend.
+func (be *Backend) Await() {
+	be.settle()
+	err := be.dev.Await()
+	for i := range be.later {
+		r := &be.later[i]
+		for j := range r.dst {
+			if err == nil && be.ok() {
+				r.dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(r.raw[4*j:]))
+			} else {
+				r.dst[j] = float32(math.NaN())
+			}
+		}
+		r.dst = nil
+	}
+	be.later = be.later[:0]
+}
+
 // Zero implements backend.Backend.
 func (be *Backend) Zero(t backend.Tensor, n int) {
 	x := ten(t)
@@ -417,8 +473,8 @@ func (be *Backend) Profile(per int) string {
 	per = max(per, 1)
 	f := func(n int) float64 { return float64(n) / float64(per) }
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(per) }
-	out := fmt.Sprintf("per step: %.0f dispatches (%.0f new bind groups), %.1f submits, %.1f waits (%.2f ms), %.1f reads, %.1f writes; host: recording %.2f ms, submitting %.2f ms",
-		f(s.Dispatches), f(s.NewGroups), f(s.Submits), f(s.Waits), ms(s.WaitTime), f(s.Reads), f(s.Writes), ms(s.RecordTime), ms(s.SubmitTime))
+	out := fmt.Sprintf("per step: %.0f dispatches (%.0f new bind groups), %.1f submits, %.1f waits (%.2f ms), %.1f reads, %.1f writes; host: recording %.2f ms, submitting %.2f ms, awaiting reads %.2f ms",
+		f(s.Dispatches), f(s.NewGroups), f(s.Submits), f(s.Waits), ms(s.WaitTime), f(s.Reads), f(s.Writes), ms(s.RecordTime), ms(s.SubmitTime), ms(s.AwaitTime))
 	names := make([]string, 0, len(s.PerKernel))
 	for n := range s.PerKernel {
 		names = append(names, n)

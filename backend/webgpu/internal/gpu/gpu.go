@@ -1,7 +1,8 @@
 // Package gpu is the small layer between the webgpu backend and the WebGPU binding
 // (github.com/gogpu/wgpu): one device and its queue, storage buffers, compute kernels compiled
-// from WGSL, a command stream that records dispatches and copies and submits them at once, and
-// blocking readback with a time limit. Everything the backend needs from the binding goes
+// from WGSL, a command stream that records dispatches and copies and submits them in pieces,
+// and readback with a time limit, either blocking (Read) or asked for at a point of the stream
+// and collected later (ReadLater, Await). Everything the backend needs from the binding goes
 // through this package, so the binding can be swapped by rewriting only this file.
 //
 // Errors are sticky: the first failure (no adapter, out of memory, a lost device, a readback
@@ -46,9 +47,8 @@ var (
 // multiple of every device's uniform offset alignment (at most 256 by the WebGPU spec).
 const paramSlot = 256
 
-// paramSlots is how many dispatches the parameter arena holds: the stream's submits use
-// consecutive slots, so that the host can record and submit more work while the GPU still runs
-// earlier submits; when the slots run out, the host waits for the GPU and starts again at 0.
+// paramSlots is how many distinct parameter blocks the parameter arena holds (see
+// Parameters); when they run out, the host waits for the GPU and starts again at 0.
 const paramSlots = 4096
 
 // FlushEvery is the number of dispatches after which the stream is submitted without waiting,
@@ -111,22 +111,29 @@ type Device struct {
 	limits  Limits
 	err     error
 
-	params     *wgpu.Buffer // the parameter arena: one uniform slot per dispatch
-	paramBytes []byte       // host copy of the slots used by the pending stream
-	nparams    int          // slots used since the GPU was last idle
-	paramBase  int          // the pending stream's first slot
-	chunk      int          // dispatches until the next submit without waiting
+	params     *wgpu.Buffer         // the parameter arena (see Parameters)
+	slots      map[paramBlock]int32 // the slot holding each block written to the arena
+	nparams    int                  // slots in use
+	paramBase  int                  // the first slot not yet written to the arena
+	paramBytes []byte               // the contents of slots paramBase..nparams-1
+	pending    int                  // dispatches recorded since the last submit
+	chunk      int                  // dispatches until the next submit without waiting
 
 	enc  *wgpu.CommandEncoder
 	pass *wgpu.ComputePassEncoder
 
 	readback *wgpu.Buffer // staging buffer for Read, grown on demand
 
+	reads    []*laterRead // ReadLater's reads in flight, in order
+	unsent   int          // how many of the last reads are recorded but not yet submitted
+	inRead   bool         // ReadLater is recording its own dispatch
+	readPool []*laterRead // finished reads, whose buffers the next ones reuse
+
 	upload  *Buffer // the upload arena (a uniform buffer): data written while commands are pending
 	upBytes []byte  // its contents for the pending stream, from byte upBase of the arena
 	upBase  int
 
-	fillK, uploadK *Kernel // the layer's own kernels (see ownKernels)
+	fillK, uploadK, copyK *Kernel // the layer's own kernels (see ownKernels)
 
 	lastSubmit uint64 // index of the latest submit: the GPU may still be running it (see Ordering)
 
@@ -153,6 +160,7 @@ type Stats struct {
 	WaitTime   time.Duration // time spent in those waits
 	SubmitTime time.Duration // time in the binding's Submit and WriteBuffer calls
 	RecordTime time.Duration // time recording dispatches
+	AwaitTime  time.Duration // time in Await (its submit and the reads' maps included)
 	Reads      int           // readbacks
 	Writes     int           // host writes
 
@@ -241,7 +249,7 @@ func Open() (d *Device, err error) {
 		d.Close()
 		return nil, fmt.Errorf("allocating the kernel parameter buffer: %w", err)
 	}
-	d.paramBytes = make([]byte, 0, paramSlot*paramSlots)
+	d.slots = map[paramBlock]int32{}
 	d.upload, err = d.newBuffer(uploadArena+uploadWindow, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
 	if err != nil {
 		d.Close()
@@ -297,9 +305,13 @@ func (d *Device) Close() {
 	if d.readback != nil {
 		d.readback.Release()
 	}
+	for _, r := range append(d.reads, d.readPool...) {
+		r.stage.Release()
+	}
 	if d.params != nil {
 		d.params.Release()
 	}
+
 	if d.dev != nil {
 		d.dev.Release()
 	}
@@ -479,27 +491,37 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 // stage records data's copy into b at off through the upload arena: pieces of one window, each
 // copied by the upload kernel. The arena is written (by the queue, which orders it before the
 // stream: it is a uniform buffer) when the stream is submitted.
+//
+// The kernel binds the arena in windows that start at multiples of uploadWindow, and no piece
+// crosses into the next window, so that a training step's uploads, which land at other
+// offsets each time, use at most uploadArena/uploadWindow bind groups.
 func (d *Device) stage(b *Buffer, off uint64, data []byte) error {
-	if uint64(d.upBase+len(d.upBytes))+uint64(len(data))+256*uint64(len(data)/uploadWindow+1) > uploadArena {
-		if err := d.drain(); err != nil {
-			return err
-		}
-	}
 	for len(data) > 0 {
-		if d.nparams == paramSlots {
-			// Dispatch would start the arena again with this piece in the stream: do it
-			// first.
-			if err := d.drain(); err != nil {
+		n := min(len(data), uploadWindow)
+		at := (d.upBase + len(d.upBytes) + 15) / 16 * 16
+		if at%uploadWindow+n > uploadWindow {
+			at = (at/uploadWindow + 1) * uploadWindow
+		}
+		if at+n > uploadArena {
+			if err := d.drain(); err != nil { // which starts the arena again
 				return err
 			}
+			continue
 		}
-		n := min(len(data), uploadWindow)
-		at := (d.upBase + len(d.upBytes) + 255) / 256 * 256 // window offsets are 256-aligned
+		if d.nparams == paramSlots {
+			// Dispatch would wait for the GPU and start the upload arena again with this
+			// piece in the stream: do it first.
+			if err := d.restartParams(); err != nil {
+				return err
+			}
+			continue
+		}
 		d.upBytes = append(d.upBytes, make([]byte, at-d.upBase-len(d.upBytes))...)
 		d.upBytes = append(d.upBytes, data[:n]...)
 		win := d.window(b, off, uint64(n))
-		err := d.Dispatch(d.uploadK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4)},
-			[]Binding{win, {Buf: d.upload, Off: uint64(at), Size: uploadWindow}}, groups1D(n/4), 1, 1)
+		wat := at / uploadWindow * uploadWindow
+		err := d.Dispatch(d.uploadK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4), uint32((at - wat) / 4)},
+			[]Binding{win, {Buf: d.upload, Off: uint64(wat), Size: uploadWindow}}, groups1D(n/4), 1, 1)
 		if err != nil {
 			return err
 		}
@@ -569,7 +591,7 @@ fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n
 `
 
 const uploadWGSL = `
-struct Params { dst: u32, n: u32 }
+struct Params { dst: u32, n: u32, src: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(2) var<uniform> src: array<vec4<u32>, 4096>;
@@ -577,7 +599,22 @@ struct Params { dst: u32, n: u32 }
 @compute @workgroup_size(256)
 fn upload(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     for (var i = id.x; i < p.n; i += nwg.x * 256u) {
-        dst[p.dst + i] = src[i / 4u][i % 4u];
+        let j = p.src + i;
+        dst[p.dst + i] = src[j / 4u][j % 4u];
+    }
+}
+`
+
+const copyWGSL = `
+struct Params { src: u32, n: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+@compute @workgroup_size(256)
+fn copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < p.n; i += nwg.x * 256u) {
+        dst[i] = src[p.src + i];
     }
 }
 `
@@ -588,7 +625,10 @@ func (d *Device) ownKernels() error {
 	if d.fillK, err = d.newKernel("fill", fillWGSL, "fill", []bool{false}); err != nil {
 		return err
 	}
-	d.uploadK, err = d.newKernel("upload", uploadWGSL, "upload", []bool{false, true})
+	if d.uploadK, err = d.newKernel("upload", uploadWGSL, "upload", []bool{false, true}); err != nil {
+		return err
+	}
+	d.copyK, err = d.newKernel("copy", copyWGSL, "copy", []bool{false, false})
 	return err
 }
 
@@ -669,6 +709,151 @@ func (d *Device) readPiece(dst []byte, b *Buffer, off uint64) error {
 	return nil
 }
 
+// laterRead is a read in flight (ReadLater): a kernel copies the range into snap, which no
+// other read uses while this one is in flight, and the stream copies snap into stage, which the
+// host maps. Nothing later in the stream touches either, so the read needs no ordering beyond
+// the barrier after its kernel, and work recorded after it can change the source at once.
+type laterRead struct {
+	dst     []byte
+	snap    *Buffer
+	stage   *wgpu.Buffer // MapRead | CopyDst
+	size    uint64       // bytes copied and mapped: len(dst) rounded up to 16
+	pending *wgpu.MapPending
+}
+
+// ReadLater records the reading of len(dst) bytes of b from byte offset off (multiples of 4)
+// as they are once the work recorded so far has run; Await fills dst. The read is submitted
+// before any work recorded after it, so Await waits for the GPU to reach this point of the
+// stream only: a training step can read its loss back while the GPU already runs the next
+// step's passes. dst must not be used until Await returns.
+func (d *Device) ReadLater(dst []byte, b *Buffer, off uint64) error {
+	if d.err != nil {
+		return d.err
+	}
+	n := uint64(len(dst))
+	if n == 0 {
+		return nil
+	}
+	if d.buffer(b) == nil {
+		return d.fail(errors.New("reading a released buffer"))
+	}
+	size := (n + 15) / 16 * 16
+	var r *laterRead
+	for i, p := range d.readPool {
+		if p.size >= size {
+			r = p
+			d.readPool = append(d.readPool[:i], d.readPool[i+1:]...)
+			break
+		}
+	}
+	if r == nil {
+		size := max(size, 4096)
+		snap, err := d.NewBuffer(size)
+		if err != nil {
+			return d.fail(fmt.Errorf("allocating a readback buffer: %w", err))
+		}
+		stage, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "readback", Size: size,
+			Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst})
+		if err != nil {
+			d.Release(snap)
+			return d.fail(fmt.Errorf("allocating a %d-byte readback buffer: %w", size, err))
+		}
+		r = &laterRead{snap: snap, stage: stage, size: size}
+	}
+	win := d.window(b, off, n)
+	d.inRead = true
+	err := d.Dispatch(d.copyK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4)},
+		[]Binding{win, {Buf: r.snap, Size: size}}, groups1D(int(n/4)), 1, 1)
+	d.inRead = false
+	if err == nil {
+		err = d.encoder()
+	}
+	if err != nil {
+		d.readPool = append(d.readPool, r)
+		return err
+	}
+	d.endPass()
+	d.enc.CopyBufferToBuffer(d.buffer(r.snap), 0, r.stage, 0, r.size)
+	r.dst = dst
+	d.reads = append(d.reads, r)
+	d.unsent++
+	d.stats.Reads++
+	return nil
+}
+
+// Await submits everything recorded and waits until every ReadLater since the last Await has
+// filled its dst. It does not wait for the work recorded after the last read.
+func (d *Device) Await() error {
+	t0 := time.Now()
+	defer func() { d.stats.AwaitTime += time.Since(t0) }()
+	err := d.Flush()
+	for _, r := range d.reads {
+		if err == nil {
+			err = d.awaitRead(r)
+		}
+		if r.pending != nil {
+			// Failed or abandoned: cancel the map so that the buffer can be used again.
+			r.pending.Release()
+			r.pending = nil
+			_ = r.stage.Unmap()
+		}
+		r.dst = nil
+	}
+	d.readPool = append(d.readPool, d.reads...)
+	clear(d.reads)
+	d.reads, d.unsent = d.reads[:0], 0
+	if err == nil && d.queue.Poll() >= d.lastSubmit {
+		d.idle()
+	}
+	return err
+}
+
+// awaitRead waits for r's map (spinning first, like beforeWrite) and copies the bytes out.
+func (d *Device) awaitRead(r *laterRead) error {
+	t0 := time.Now()
+	deadline, spin := t0.Add(ReadTimeout), t0.Add(SpinTime)
+	waited := false
+	for {
+		ready, err := r.pending.Status()
+		if ready {
+			r.pending = nil
+			if err != nil {
+				return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+			}
+			break
+		}
+		d.dev.Poll(wgpu.PollPoll)
+		if ready, _ := r.pending.Status(); ready {
+			continue
+		}
+		waited = true
+		now := time.Now()
+		if now.After(deadline) {
+			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
+		}
+		if now.Before(spin) {
+			runtime.Gosched()
+		} else {
+			time.Sleep(PollSleep)
+		}
+	}
+	if waited {
+		d.stats.Waits++
+		d.stats.WaitTime += time.Since(t0)
+	}
+	rng, err := r.stage.MappedRange(0, r.size)
+	if err != nil {
+		_ = r.stage.Unmap()
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	copy(r.dst, rng.Bytes())
+	rng.Release()
+	if err := r.stage.Unmap(); err != nil {
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+	}
+	return nil
+}
+
 // Kernel is a compiled compute pipeline whose bindings are a uniform parameter block at
 // @binding(0) and storage buffers at @binding(1..Buffers) of @group(0).
 type Kernel struct {
@@ -740,13 +925,14 @@ type Binding struct {
 
 const maxBinds = 8
 
-// groupKey identifies a bind group: the kernel, its parameter slot and its buffers. A
-// training step records the same dispatches in the same order every time, so its bind groups
-// are made in the first step and found in the cache afterwards. (Parameter slots are bound
-// at fixed offsets because the binding's Vulkan path does not honour dynamic offsets.)
+// groupKey identifies a bind group: the kernel, its parameter slot and its buffer ranges. A
+// training step records the same dispatches with the same parameters and buffers every time,
+// so its bind groups are made in the first step and found in the cache afterwards. (The
+// parameter slot is bound at a fixed offset because the binding's Vulkan path does not honour
+// dynamic offsets.)
 type groupKey struct {
 	k     *Kernel
-	slot  int
+	slot  int32
 	n     int
 	binds [maxBinds]boundRange
 }
@@ -768,20 +954,24 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	if x == 0 || y == 0 || z == 0 {
 		return nil
 	}
+	if d.unsent > 0 && !d.inRead {
+		// Submit the reads first, so that they do not wait for this work (see ReadLater).
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
 	d.stats.Dispatches++
 	lim := int(d.limits.MaxWorkgroupsPerDim)
 	if x > lim || y > lim || z > lim {
 		return d.fail(fmt.Errorf("kernel %s: %d×%d×%d workgroups exceed the device's %d per dimension", k.Name, x, y, z, lim))
 	}
-	if d.nparams == paramSlots {
-		if err := d.drain(); err != nil {
-			return err
-		}
-	}
 	d.collect()
 	t0 := time.Now()
 	defer func() { d.stats.RecordTime += time.Since(t0) }()
-	slot := d.nparams
+	slot, err := d.paramSlot(params)
+	if err != nil {
+		return err
+	}
 	key := groupKey{k: k, slot: slot, n: len(binds)}
 	var wbs [maxBinds]*wgpu.Buffer
 	for i, b := range binds {
@@ -799,7 +989,7 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	g := d.groups[key]
 	if g == nil {
 		entries := make([]wgpu.BindGroupEntry, 0, len(binds)+1)
-		entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: d.params, Offset: uint64(slot * paramSlot), Size: paramSlot})
+		entries = append(entries, wgpu.BindGroupEntry{Binding: 0, Buffer: d.params, Offset: uint64(slot) * paramSlot, Size: paramSlot})
 		for i, b := range key.binds[:key.n] {
 			entries = append(entries, wgpu.BindGroupEntry{Binding: uint32(i + 1), Buffer: wbs[i], Offset: b.off, Size: b.size})
 		}
@@ -821,16 +1011,11 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 		}
 		d.pass = p
 	}
-	d.nparams++
-	var block [paramSlot]byte
-	for i, v := range params {
-		binary.LittleEndian.PutUint32(block[4*i:], v)
-	}
-	d.paramBytes = append(d.paramBytes, block[:]...)
+	d.pending++
 	d.pass.SetPipeline(k.pipe)
 	d.pass.SetBindGroup(0, g, nil)
 	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
-	if FlushEvery > 0 && d.nparams-d.paramBase >= min(max(d.chunk, FlushFirst), FlushEvery) && !d.syncEach {
+	if FlushEvery > 0 && d.pending >= min(max(d.chunk, FlushFirst), FlushEvery) && !d.syncEach {
 		d.chunk = min(2*max(d.chunk, FlushFirst), FlushEvery)
 		return d.Flush()
 	}
@@ -853,19 +1038,72 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	return nil
 }
 
+// Parameters. A dispatch's parameter words are a block in a slot of the parameter arena, a
+// uniform buffer. A training step records the same dispatches with the same parameters every
+// step, so slots are found by content: a block seen before is bound from the slot it went to,
+// and the dispatch's bind group (which names the slot) comes from the cache too. A new block
+// takes the next free slot, written by the queue when the stream is next submitted (the
+// binding orders a queued write to a uniform buffer before the stream submitted with it).
+// A slot's contents never change while the arena is in use, so work in flight never sees a
+// slot rewritten; when the arena is full, the host waits for the GPU and starts it again,
+// empty (a run whose parameters change every step, such as a learning-rate schedule's or
+// dropout's seeds, does so every few hundred steps).
+
+// paramBlock is the content of a parameter slot that kernels read.
+type paramBlock [MaxParams]uint32
+
+// paramSlot returns the slot holding params, writing them to a new one if none does.
+func (d *Device) paramSlot(params []uint32) (int32, error) {
+	var blk paramBlock
+	copy(blk[:], params)
+	if slot, ok := d.slots[blk]; ok {
+		return slot, nil
+	}
+	if d.nparams == paramSlots {
+		if err := d.restartParams(); err != nil {
+			return 0, err
+		}
+	}
+	slot := int32(d.nparams)
+	d.nparams++
+	d.slots[blk] = slot
+	var b [paramSlot]byte
+	for i, v := range blk {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	d.paramBytes = append(d.paramBytes, b[:]...)
+	return slot, nil
+}
+
+// restartParams waits for the GPU and empties the parameter arena.
+func (d *Device) restartParams() error {
+	if err := d.drain(); err != nil {
+		return err
+	}
+	// Bind groups name slots: drop them with the blocks, so that neither outgrows one arena's
+	// worth. The GPU is idle, so they can go at once.
+	clear(d.slots)
+	for key, g := range d.groups {
+		g.Release()
+		delete(d.groups, key)
+	}
+	d.nparams, d.paramBase = 0, 0
+	return nil
+}
+
 // Ordering. The binding (gogpu v0.31.5) puts a barrier after every dispatch (so kernels see
 // each other's writes) and, for queued writes (queue.WriteBuffer) to uniform buffers, one
 // between them and the stream they are submitted with. It puts none after a copy or a clear
 // inside a command buffer, none after a queued write to a storage buffer, and it rewrites
 // nothing in between submits on its own. (Real GPUs overlap what is not ordered: an NVIDIA H100
 // computed on stale data; lavapipe runs everything in order.) So the stream holds dispatches
-// only, apart from the copy into the readback buffer that ends a submit before the host waits:
-// new buffers are cleared and host data is copied in by kernels; host data and kernel
-// parameters go through uniform buffers written by the queue, each submit's into parts that
-// no unfinished submit reads (the arenas start over only when the GPU is idle); and the few
-// writes too large for the upload arena are queued writes to the buffer itself, submitted on
-// their own and waited for. Across submits, the barrier after each dispatch orders it before
-// everything submitted later.
+// only, apart from copies into readback buffers that nothing later in the stream touches (Read
+// and ReadLater): new buffers are cleared and host data is copied in by kernels; host data and
+// kernel parameters go through uniform buffers written by the queue into parts that no
+// unfinished submit reads (the upload arena starts over only when the GPU is idle, a parameter
+// slot is never rewritten while the arena is in use); and the few writes too large for the
+// upload arena are queued writes to the buffer itself, submitted on their own and waited for.
+// Across submits, the barrier after each dispatch orders it before everything submitted later.
 
 // submitWrites submits the binding's queued writes (queue.WriteBuffer) on their own and waits
 // for them: the binding otherwise runs them in the same submit as the commands that follow,
@@ -931,8 +1169,8 @@ func (d *Device) beforeWrite() error {
 // parameter and upload arenas start again at their beginning.
 func (d *Device) idle() {
 	d.chunk = FlushFirst
-	if d.enc == nil && len(d.paramBytes) == 0 && len(d.upBytes) == 0 {
-		d.nparams, d.paramBase, d.upBase = 0, 0, 0
+	if d.enc == nil && len(d.upBytes) == 0 {
+		d.upBase = 0
 	}
 }
 
@@ -998,12 +1236,23 @@ func (d *Device) Flush() error {
 	d.enc = nil
 	d.paramBytes = d.paramBytes[:0]
 	d.paramBase = d.nparams
+	d.pending = 0
 	if err != nil {
 		return d.fail(fmt.Errorf("recording GPU commands: %w", err))
 	}
 	if err := d.submit(cb); err != nil {
 		return err
 	}
+	// A map waits for the latest submit at the time it is asked for: ask for the reads' maps
+	// now, before anything later is submitted.
+	for _, r := range d.reads[len(d.reads)-d.unsent:] {
+		p, err := r.stage.MapAsync(wgpu.MapModeRead, 0, r.size)
+		if err != nil {
+			return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
+		}
+		r.pending = p
+	}
+	d.unsent = 0
 	d.bury()
 	d.collect()
 	return nil

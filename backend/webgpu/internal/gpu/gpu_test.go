@@ -86,3 +86,109 @@ func TestStreamInPieces(t *testing.T) {
 		t.Errorf("%d submits for %d dispatches flushed every %d", s.Submits, s.Dispatches, FlushEvery)
 	}
 }
+
+// ReadLater sees a buffer as the work recorded before it leaves it, whatever is recorded after
+// it before Await: three reads of one buffer, each followed by writes that change it, one read
+// at an offset that is not binding-aligned, and a read of another buffer. Over two rounds,
+// so that the second reuses the first's buffers, and with a submit in the middle of a read's
+// recording (FlushEvery 1).
+func TestReadLater(t *testing.T) {
+	d := openDevice(t)
+	defer func(n int) { FlushEvery = n }(FlushEvery)
+	const n = 300 // words
+	a, err := d.NewBuffer(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.NewBuffer(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := func(base uint32) []byte {
+		b := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(b[4*i:], base+uint32(i))
+		}
+		return b
+	}
+	for round := range 2 {
+		FlushEvery = []int{64, 1}[round]
+		base := uint32(1000 * round)
+		if err := d.Write(other, 0, words(base+500)); err != nil {
+			t.Fatal(err)
+		}
+		var got [4][]byte
+		for i := range 3 {
+			if err := d.Write(a, 0, words(base+uint32(100*i))); err != nil {
+				t.Fatal(err)
+			}
+			got[i] = make([]byte, 4*(n-i*7))
+			if err := d.ReadLater(got[i], a, 4*uint64(i*7)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got[3] = make([]byte, 4*n)
+		if err := d.ReadLater(got[3], other, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Write(other, 0, words(9999)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Await(); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			for j := range len(g) / 4 {
+				want := base + uint32(100*i+7*i+j)
+				if i == 3 {
+					want = base + 500 + uint32(j)
+				}
+				if v := binary.LittleEndian.Uint32(g[4*j:]); v != want {
+					t.Fatalf("round %d, read %d, word %d: %d, want %d", round, i, j, v, want)
+				}
+			}
+		}
+	}
+	if len(d.readPool) != 4 {
+		t.Errorf("%d readback buffers after two rounds of four reads, want 4 (reused)", len(d.readPool))
+	}
+}
+
+// Staged writes of 100 KB (two pieces each, in two windows of the upload arena) to 3 buffers
+// in turn, 60 of them: past the arena's end, which makes the host wait and start it again.
+// Each buffer holds the last data written to it.
+func TestUploadsPastArena(t *testing.T) {
+	d := openDevice(t)
+	const size, writes = 100 << 10, 60
+	var bufs [3]*Buffer
+	for i := range bufs {
+		var err error
+		if bufs[i], err = d.NewBuffer(size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := func(k int) []byte {
+		b := make([]byte, size)
+		for i := 0; i < size; i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], uint32(k<<20+i))
+		}
+		return b
+	}
+	for k := range writes {
+		if err := d.Write(bufs[k%3], 0, data(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, b := range bufs {
+		got := make([]byte, size)
+		if err := d.Read(got, b, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := data(writes - 3 + i)
+		for j := 0; j < size; j += 4 {
+			if g, w := binary.LittleEndian.Uint32(got[j:]), binary.LittleEndian.Uint32(want[j:]); g != w {
+				t.Fatalf("buffer %d, byte %d: %#x, want %#x", i, j, g, w)
+			}
+		}
+	}
+}
