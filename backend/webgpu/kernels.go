@@ -234,9 +234,18 @@ func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
 	}
 }
 
-// Mul implements backend.Backend.
+// Mul implements backend.Backend. In place (out is a or b) it binds out once, instead of
+// copying the input it aliases to scratch.
 func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
-	be.elementwise("mul", []uint32{uint32(n)}, ten(out), ten(a), ten(b), n)
+	o, x, y := ten(out), ten(a), ten(b)
+	if y.buf == o.buf && y.off == o.off {
+		x, y = y, x
+	}
+	if x.buf == o.buf && x.off == o.off && !overlaps(y, o) {
+		be.elementwise("mul_into", []uint32{uint32(n)}, o, y, nil, n)
+		return
+	}
+	be.elementwise("mul", []uint32{uint32(n)}, o, x, y, n)
 }
 
 // GELU implements backend.Backend.
@@ -381,7 +390,10 @@ func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor,
 	grad, d, l := uint32(0), be.unused(2), ten(logits)
 	if dlogits != nil {
 		grad, d = 1, ten(dlogits)
-		if d.buf == l.buf { // in place: read a copy, so that no buffer is bound twice
+		switch {
+		case d.buf == l.buf && d.off == l.off: // in place: the kernel reads the logits from dlogits
+			grad, l = 2, be.unused(3)
+		case overlaps(d, l):
 			l = be.copyToScratch("crossentropy logits", l, N*V)
 		}
 	}

@@ -306,6 +306,17 @@ func TestBiasGELUAdd(t *testing.T) {
 		e.g.Add(sum.g, a.g, b.g, n)
 		cpuBE.Add(sum.c, a.c, b.c, n)
 		e.check("add "+name, sum, 1e-6)
+
+		prod := e.out(n)
+		e.g.Mul(prod.g, a.g, b.g, n)
+		cpuBE.Mul(prod.c, a.c, b.c, n)
+		e.check("mul "+name, prod, 0)
+		e.g.Mul(a.g, a.g, b.g, n) // in place, out = a
+		cpuBE.Mul(a.c, a.c, b.c, n)
+		e.check("mul in place (a) "+name, a, 0)
+		e.g.Mul(b.g, a.g, b.g, n) // in place, out = b
+		cpuBE.Mul(b.c, a.c, b.c, n)
+		e.check("mul in place (b) "+name, b, 0)
 	}
 }
 

@@ -6,7 +6,7 @@
 struct Params {
     N: u32,
     V: u32,
-    grad: u32, // write dlogits
+    grad: u32, // 0: losses only; 1: write dlogits too; 2: dlogits in place of the logits
     scale: f32,
 }
 
@@ -47,6 +47,15 @@ fn reduceSum(lid: u32, v: f32) -> f32 {
     return r;
 }
 
+// logit reads element i of the logits: from dlogits when the gradient overwrites them (one
+// binding of the buffer, not two that alias), else from logits.
+fn logit(i: u32) -> f32 {
+    if (prm.grad == 2u) {
+        return dlogits[i];
+    }
+    return logits[i];
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let r = wg.y * nwg.x + wg.x;
@@ -57,15 +66,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let base = r * V;
     var mx = -3.4028235e38;
     for (var i = lid; i < V; i += WG) {
-        mx = max(mx, logits[base + i]);
+        mx = max(mx, logit(base + i));
     }
     mx = reduceMax(lid, mx);
     var s = 0.0;
     for (var i = lid; i < V; i += WG) {
-        s += exp(logits[base + i] - mx);
+        s += exp(logit(base + i) - mx);
     }
     let tgt = min(u32(targets[r]), V - 1u); // clamped: a bad id must not read outside the row
-    let xt = logits[base + tgt];
+    let xt = logit(base + tgt);
     s = reduceSum(lid, s); // its barriers order every read above before the writes below
     if (lid == 0u) {
         losses[r] = mx + log(s) - xt;
@@ -73,7 +82,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     if (prm.grad != 0u) {
         let k = prm.scale / s;
         for (var i = lid; i < V; i += WG) {
-            var d = exp(logits[base + i] - mx) * k;
+            var d = exp(logit(base + i) - mx) * k;
             if (i == tgt) {
                 d -= prm.scale;
             }

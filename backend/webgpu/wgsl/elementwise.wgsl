@@ -121,6 +121,14 @@ fn mul(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nw
     }
 }
 
+// x = x·y (mul in place)
+@compute @workgroup_size(256)
+fn mul_into(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] *= y[i];
+    }
+}
+
 // 64-bit unsigned integers as vec2(low, high) for the dropout hash.
 fn mulhi32(a: u32, b: u32) -> u32 {
     let a0 = a & 0xffffu;
