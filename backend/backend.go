@@ -99,6 +99,13 @@ type Backend interface {
 	Copy(dst, src Tensor, n int)
 	// Release frees t's memory. Using t afterwards is an error.
 	Release(t Tensor)
+	// SplitColumns copies the column blocks of src [N, parts·C] into parts [N, C] matrices in
+	// dst, part p at element offset p·stride (stride ≥ N·C): q, k and v out of the attention's
+	// one input projection.
+	SplitColumns(dst, src Tensor, N, C, parts, stride int)
+	// JoinColumns is SplitColumns' inverse: it overwrites dst [N, parts·C] with the parts in
+	// src, part p at element offset p·stride.
+	JoinColumns(dst, src Tensor, N, C, parts, stride int)
 
 	// Encoder: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0+t,:]. tok is int32 [B·T]. pos0 is 0
 	// except when decoding one token at a later position.

@@ -25,7 +25,8 @@ type Generator struct {
 
 	// Single-position scratch.
 	tok                     backend.Tensor
-	x, ln, q, k, v, att     backend.Tensor
+	x, ln, qkv, att         backend.Tensor
+	parts, q, k, v          backend.Tensor // q, k and v, alignUp(C) apart in parts
 	proj, fch, lnMean, lnRs backend.Tensor
 	logitsT                 backend.Tensor
 }
@@ -36,10 +37,12 @@ type Generator struct {
 func (m *Model) NewGenerator() *Generator {
 	be, c := m.be, m.Config
 	C := c.DModel
+	parts := be.Alloc(3 * alignUp(C))
 	return &Generator{
 		m: m, ws: m.newWorkspace(1, c.Ctx, false), logits: make([]float32, Vocab),
-		tok: be.AllocInt(1), x: be.Alloc(C), ln: be.Alloc(C), q: be.Alloc(C), k: be.Alloc(C),
-		v: be.Alloc(C), att: be.Alloc(C), proj: be.Alloc(C), fch: be.Alloc(c.DMlp),
+		tok: be.AllocInt(1), x: be.Alloc(C), ln: be.Alloc(C), qkv: be.Alloc(3 * C),
+		parts: parts, q: be.Slice(parts, 0, C), k: be.Slice(parts, alignUp(C), C), v: be.Slice(parts, 2*alignUp(C), C),
+		att: be.Alloc(C), proj: be.Alloc(C), fch: be.Alloc(c.DMlp),
 		lnMean: be.Alloc(1), lnRs: be.Alloc(1), logitsT: be.Alloc(Vocab),
 	}
 }
@@ -99,9 +102,8 @@ func (g *Generator) decode() {
 	for l := range c.Layers {
 		a, lw := &g.ws.layers[l], &w.layers[l]
 		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln1G, lw.ln1B, 1, C)
-		m.linear(g.q, g.ln, lw.wq, lw.bq, 1, C, C)
-		m.linear(g.k, g.ln, lw.wk, lw.bk, 1, C, C)
-		m.linear(g.v, g.ln, lw.wv, lw.bv, 1, C, C)
+		m.linear(g.qkv, g.ln, lw.wqkv, lw.bqkv, 1, C, 3*C)
+		be.SplitColumns(g.parts, g.qkv, 1, C, 3, alignUp(C))
 		be.AttentionDecode(g.att, g.q, g.k, g.v, a.k, a.v, pos, C, c.Heads)
 		m.linear(g.proj, g.att, lw.wo, lw.bo, 1, C, C)
 		be.Add(g.x, g.x, g.proj, C)

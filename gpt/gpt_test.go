@@ -309,3 +309,50 @@ func TestOriginalFiles(t *testing.T) {
 		}
 	}
 }
+
+// The flat layout holds a block's q, k and v weights as the column blocks of one [C, 3C]
+// matrix (and their biases as one [3C] vector): weights set in file layout come back
+// unchanged, and the flat tensor has Wq's row r, then Wk's, then Wv's, side by side.
+func TestFlatLayoutQKV(t *testing.T) {
+	c := gpt.Config{Layers: 2, DModel: 24, Heads: 3, Ctx: 8, DMlp: 96}
+	m, err := gpt.New(cpu.New(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := make([]float32, c.NumParams())
+	for i := range w {
+		w[i] = float32(i)
+	}
+	if err := m.SetWeights(w); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range m.Weights() {
+		if v != w[i] {
+			t.Fatalf("weight %d came back as %v, want %v", i, v, w[i])
+		}
+	}
+	flat, _ := m.ToFlat(w)
+	ps := m.Params
+	found := false
+	for i, p := range ps {
+		if p.Name != "blocks.1.attn.q_proj.weight" {
+			continue
+		}
+		found = true
+		C := c.DModel
+		for j, name := range []string{"q", "k", "v"} {
+			fp := ps[i+2*j]
+			for r := range C {
+				for col := range C {
+					got := flat[p.Offset+r*3*C+j*C+col]
+					if want := w[fp.FileOffset+r*C+col]; got != want {
+						t.Fatalf("W%s[%d, %d] is at the wrong flat place: %v, want %v", name, r, col, got, want)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no blocks.1.attn.q_proj.weight parameter")
+	}
+}

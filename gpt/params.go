@@ -3,6 +3,7 @@ package gpt
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"tinygpt/backend"
 )
@@ -12,7 +13,8 @@ type Param struct {
 	Name       string  // PyTorch-style name, as in the .tinygpt manifest
 	Shape      []int   // as stored: linear weights are [in, out] (y = x·W + b)
 	Size       int     // number of elements
-	Offset     int     // element offset in the model's flat parameter tensor (aligned for views)
+	Offset     int     // element offset in the model's flat parameter tensor (see ParamTable)
+	Stride     int     // flat row stride of a weight stored as a column block (q, k, v); 0: contiguous
 	FileOffset int     // element offset in the .tinygpt weights, which are packed back to back
 	Decay      bool    // AdamW applies weight decay (embeddings and weight matrices)
 	InitStd    float64 // standard deviation of the normal initialisation; 0 for constants
@@ -23,7 +25,9 @@ type Param struct {
 // ln_final weight and bias, then per block ln1, q, k, v, o projections, ln2, fc_in, fc_out.
 // The second result is the size of the flat tensor holding them all. In the flat tensor the
 // parameters with weight decay come first (so that the optimizer updates each group in one
-// pass; see DecayEnd), each group in file order, each offset rounded up to backend.SliceAlign.
+// pass; see DecayEnd), each group in file order, each offset rounded up to backend.SliceAlign,
+// except that a block's q, k and v projections are one [C, 3C] weight (each projection a
+// column block, with Stride 3C) and one [3C] bias, so that they are one matrix product.
 func ParamTable(c Config) ([]Param, int) {
 	C, L := c.DModel, c.Layers
 	std := 0.02
@@ -61,16 +65,71 @@ func ParamTable(c Config) ([]Param, int) {
 		weight(p+"mlp.fc_in", C, c.DMlp, std)
 		weight(p+"mlp.fc_out", c.DMlp, C, projStd)
 	}
+	for i := range ps {
+		ps[i].Offset = -1
+	}
 	off := 0
 	for _, decay := range []bool{true, false} {
-		for i := range ps {
-			if ps[i].Decay == decay {
-				ps[i].Offset = off
-				off += (ps[i].Size + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
+		for i := 0; i < len(ps); i++ {
+			if ps[i].Decay != decay || ps[i].Offset >= 0 {
+				continue
 			}
+			if strings.HasSuffix(ps[i].Name, ".attn.q_proj.weight") || strings.HasSuffix(ps[i].Name, ".attn.q_proj.bias") {
+				// q, k and v (each a weight and a bias apart in file order) side by side.
+				for j := range 3 {
+					p := &ps[i+2*j]
+					p.Offset = off + j*C
+					if len(p.Shape) == 2 {
+						p.Stride = 3 * C
+					}
+				}
+				off += alignUp(3 * ps[i].Size)
+				continue
+			}
+			ps[i].Offset = off
+			off += alignUp(ps[i].Size)
 		}
 	}
 	return ps, off
+}
+
+// alignUp rounds n up to a multiple of backend.SliceAlign.
+func alignUp(n int) int {
+	return (n + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
+}
+
+// toFlat copies p from the file-layout weights w into flat.
+func (p Param) toFlat(flat, w []float32) {
+	src := w[p.FileOffset : p.FileOffset+p.Size]
+	if p.Stride == 0 {
+		copy(flat[p.Offset:], src)
+		return
+	}
+	cols := p.Shape[1]
+	for r := range p.Shape[0] {
+		copy(flat[p.Offset+r*p.Stride:][:cols], src[r*cols:])
+	}
+}
+
+// fromFlat copies p from flat into the file-layout weights w.
+func (p Param) fromFlat(w, flat []float32) {
+	dst := w[p.FileOffset : p.FileOffset+p.Size]
+	if p.Stride == 0 {
+		copy(dst, flat[p.Offset:p.Offset+p.Size])
+		return
+	}
+	cols := p.Shape[1]
+	for r := range p.Shape[0] {
+		copy(dst[r*cols:(r+1)*cols], flat[p.Offset+r*p.Stride:])
+	}
+}
+
+// span is the number of flat elements from p's first to its last.
+func (p Param) span() int {
+	if p.Stride == 0 {
+		return p.Size
+	}
+	return (p.Shape[0]-1)*p.Stride + p.Shape[1]
 }
 
 // DecayEnd returns the flat offset where the parameters without weight decay begin: the flat
@@ -79,7 +138,7 @@ func DecayEnd(ps []Param) int {
 	end := 0
 	for _, p := range ps {
 		if p.Decay {
-			end = max(end, p.Offset+(p.Size+backend.SliceAlign-1)/backend.SliceAlign*backend.SliceAlign)
+			end = max(end, p.Offset+alignUp(p.span()))
 		}
 	}
 	return end
@@ -95,26 +154,31 @@ type tensors struct {
 
 type layerTensors struct {
 	ln1G, ln1B backend.Tensor
-	wq, bq     backend.Tensor
-	wk, bk     backend.Tensor
-	wv, bv     backend.Tensor
+	wqkv, bqkv backend.Tensor // q, k, v projections: [C, 3C] and [3C] (see ParamTable)
 	wo, bo     backend.Tensor
 	ln2G, ln2B backend.Tensor
 	fcW, fcB   backend.Tensor // fc_in  [C, DMlp]
 	prW, prB   backend.Tensor // fc_out [DMlp, C]
 }
 
-// views cuts flat into per-parameter views, in ParamTable order.
+// views cuts flat into per-parameter views, in ParamTable order (q, k and v as one of each).
 func views(be backend.Backend, flat backend.Tensor, ps []Param, layers int) tensors {
 	v := make([]backend.Tensor, len(ps))
 	for i, p := range ps {
-		v[i] = be.Slice(flat, p.Offset, p.Size)
+		if strings.Contains(p.Name, ".attn.k_proj.") || strings.Contains(p.Name, ".attn.v_proj.") {
+			continue // within q's
+		}
+		n := p.Size
+		if strings.Contains(p.Name, ".attn.q_proj.") {
+			n *= 3
+		}
+		v[i] = be.Slice(flat, p.Offset, n)
 	}
 	t := tensors{wte: v[0], wpe: v[1], lnfG: v[2], lnfB: v[3], layers: make([]layerTensors, layers)}
 	for l := range t.layers {
 		b := v[4+16*l:]
 		t.layers[l] = layerTensors{
-			ln1G: b[0], ln1B: b[1], wq: b[2], bq: b[3], wk: b[4], bk: b[5], wv: b[6], bv: b[7],
+			ln1G: b[0], ln1B: b[1], wqkv: b[2], bqkv: b[3],
 			wo: b[8], bo: b[9], ln2G: b[10], ln2B: b[11], fcW: b[12], fcB: b[13], prW: b[14], prB: b[15],
 		}
 	}

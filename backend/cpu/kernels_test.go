@@ -903,3 +903,41 @@ func TestAttentionAllKernels(t *testing.T) {
 		}
 	}
 }
+
+// SplitColumns and JoinColumns move each column block of a [N, parts·C] matrix to its own
+// [N, C] matrix (at a stride longer than one) and back; a multi-threaded pass on a matrix
+// large enough to be split over workers.
+func TestSplitJoinColumns(t *testing.T) {
+	be := New()
+	for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {700, 48, 3}} {
+		N, C, parts := s[0], s[1], s[2]
+		stride := N*C + 3
+		joined := make([]float32, N*parts*C)
+		for i := range joined {
+			joined[i] = float32(i)
+		}
+		src := be.Alloc(len(joined))
+		be.Upload(src, joined)
+		split := be.Alloc(parts * stride)
+		be.SplitColumns(split, src, N, C, parts, stride)
+		got := make([]float32, parts*stride)
+		be.Download(got, split, 0)
+		for p := range parts {
+			for r := range N {
+				for c := range C {
+					if v, want := got[p*stride+r*C+c], joined[(r*parts+p)*C+c]; v != want {
+						t.Fatalf("%v: split part %d [%d, %d] = %v, want %v", s, p, r, c, v, want)
+					}
+				}
+			}
+		}
+		back := be.Alloc(len(joined))
+		be.JoinColumns(back, split, N, C, parts, stride)
+		be.Download(got[:len(joined)], back, 0)
+		for i, v := range got[:len(joined)] {
+			if v != joined[i] {
+				t.Fatalf("%v: joined [%d] = %v, want %v", s, i, v, joined[i])
+			}
+		}
+	}
+}

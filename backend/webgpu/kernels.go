@@ -248,6 +248,18 @@ func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 	be.elementwise("mul", []uint32{uint32(n)}, o, x, y, n)
 }
 
+// SplitColumns implements backend.Backend.
+func (be *Backend) SplitColumns(dst, src backend.Tensor, N, C, parts, stride int) {
+	n := N * C * parts
+	be.elementwise("split_columns", []uint32{uint32(n), uint32(C), uint32(parts), uint32(stride)}, ten(dst), ten(src), nil, n)
+}
+
+// JoinColumns implements backend.Backend.
+func (be *Backend) JoinColumns(dst, src backend.Tensor, N, C, parts, stride int) {
+	n := N * C * parts
+	be.elementwise("join_columns", []uint32{uint32(n), uint32(C), uint32(parts), uint32(stride)}, ten(dst), ten(src), nil, n)
+}
+
 // GELU implements backend.Backend.
 func (be *Backend) GELU(out, in backend.Tensor, n int) {
 	be.elementwise("gelu", []uint32{uint32(n)}, ten(out), ten(in), nil, n)

@@ -320,6 +320,25 @@ func TestBiasGELUAdd(t *testing.T) {
 	}
 }
 
+// SplitColumns and JoinColumns against their CPU twins, parts at a stride that leaves a gap.
+func TestSplitJoinColumns(t *testing.T) {
+	e := newEnv(t, 11)
+	for _, s := range [][3]int{{1, 1, 1}, {37, 5, 3}, {300, 48, 3}} {
+		N, C, parts := s[0], s[1], s[2]
+		stride := N*C + 70
+		name := fmt.Sprintf("%dx%dx%d", N, C, parts)
+		joined := e.in(e.randn(N*parts*C, 1))
+		split := e.in(e.randn(parts*stride, 1)) // the gaps must keep their values
+		e.g.SplitColumns(split.g, joined.g, N, C, parts, stride)
+		cpuBE.SplitColumns(split.c, joined.c, N, C, parts, stride)
+		e.check("split columns "+name, split, 0)
+		back := e.out(N * parts * C)
+		e.g.JoinColumns(back.g, split.g, N, C, parts, stride)
+		cpuBE.JoinColumns(back.c, split.c, N, C, parts, stride)
+		e.check("join columns "+name, back, 0)
+	}
+}
+
 func TestDropout(t *testing.T) {
 	e := newEnv(t, 5)
 	for _, p := range []float32{0, 0.1, 0.5} {
