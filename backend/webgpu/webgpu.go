@@ -354,11 +354,13 @@ func (be *Backend) UploadInt(t backend.Tensor, src []int32) {
 	})
 }
 
-// Download implements backend.Backend. After an error it fills dst with NaN.
-func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
+// downloadSource records what is pending and checks a download of len(dst) elements of t
+// from off (a range past the tensor's end is a programming error). It returns nil when there
+// is nothing to read.
+func (be *Backend) downloadSource(dst []float32, t backend.Tensor, off int) *tensor {
 	be.settle()
 	if len(dst) == 0 {
-		return
+		return nil
 	}
 	tt := ten(t)
 	if off+len(dst) > tt.n {
@@ -367,37 +369,40 @@ func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
 	if be.ok() && tt.buf == nil {
 		be.fail(fmt.Errorf("download from a released tensor"))
 	}
-	if be.ok() {
-		if cap(be.hostBuf) < 4*len(dst) {
-			be.hostBuf = make([]byte, 4*len(dst))
-		}
-		b := be.hostBuf[:4*len(dst)]
-		if err := be.dev.Read(b, tt.buf, uint64(tt.off+off)*4); err == nil {
-			for i := range dst {
-				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
-			return
-		}
-	}
-	nan := float32(math.NaN())
+	return tt
+}
+
+// fromBytes fills dst with the little-endian float32s in b, or with NaN if ok is false.
+func fromBytes(dst []float32, b []byte, ok bool) {
 	for i := range dst {
-		dst[i] = nan
+		if ok {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		} else {
+			dst[i] = float32(math.NaN())
+		}
 	}
+}
+
+// Download implements backend.Backend. After an error it fills dst with NaN.
+func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
+	tt := be.downloadSource(dst, t, off)
+	if tt == nil {
+		return
+	}
+	if cap(be.hostBuf) < 4*len(dst) {
+		be.hostBuf = make([]byte, 4*len(dst))
+	}
+	b := be.hostBuf[:4*len(dst)]
+	ok := be.ok() && be.dev.Read(b, tt.buf, uint64(tt.off+off)*4) == nil
+	fromBytes(dst, b, ok)
 }
 
 // DownloadLater implements backend.Backend (see gpu.Device.ReadLater). After an error Await
 // fills dst with NaN.
 func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
-	be.settle()
-	if len(dst) == 0 {
+	tt := be.downloadSource(dst, t, off)
+	if tt == nil {
 		return
-	}
-	tt := ten(t)
-	if off+len(dst) > tt.n {
-		panic(fmt.Sprintf("webgpu: download of [%d:%d] from a tensor of %d", off, off+len(dst), tt.n))
-	}
-	if be.ok() && tt.buf == nil {
-		be.fail(fmt.Errorf("download from a released tensor"))
 	}
 	i := len(be.later)
 	if i == cap(be.later) {
@@ -420,13 +425,7 @@ func (be *Backend) Await() {
 	err := be.dev.Await()
 	for i := range be.later {
 		r := &be.later[i]
-		for j := range r.dst {
-			if err == nil && be.ok() {
-				r.dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(r.raw[4*j:]))
-			} else {
-				r.dst[j] = float32(math.NaN())
-			}
-		}
+		fromBytes(r.dst, r.raw, err == nil && be.ok())
 		r.dst = nil
 	}
 	be.later = be.later[:0]

@@ -808,38 +808,23 @@ func (d *Device) Await() error {
 	return err
 }
 
-// awaitRead waits for r's map (spinning first, like beforeWrite) and copies the bytes out.
+// awaitRead waits for r's map and copies the bytes out.
 func (d *Device) awaitRead(r *laterRead) error {
-	t0 := time.Now()
-	deadline, spin := t0.Add(ReadTimeout), t0.Add(SpinTime)
-	waited := false
-	for {
-		ready, err := r.pending.Status()
-		if ready {
-			r.pending = nil
-			if err != nil {
-				return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
-			}
-			break
-		}
-		d.dev.Poll(wgpu.PollPoll)
+	err := d.waitUntil(func() bool {
 		if ready, _ := r.pending.Status(); ready {
-			continue
+			return true
 		}
-		waited = true
-		now := time.Now()
-		if now.After(deadline) {
-			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
-		}
-		if now.Before(spin) {
-			runtime.Gosched()
-		} else {
-			time.Sleep(PollSleep)
-		}
+		d.dev.Poll(wgpu.PollPoll) // resolves the maps of completed submits
+		ready, _ := r.pending.Status()
+		return ready
+	})
+	if err != nil {
+		return err
 	}
-	if waited {
-		d.stats.Waits++
-		d.stats.WaitTime += time.Since(t0)
+	_, err = r.pending.Status()
+	r.pending = nil
+	if err != nil {
+		return d.fail(fmt.Errorf("reading back from the GPU: %w", err))
 	}
 	rng, err := r.stage.MappedRange(0, r.size)
 	if err != nil {
@@ -1142,15 +1127,25 @@ func (d *Device) submit(cb *wgpu.CommandBuffer) error {
 // beforeWrite waits until every submit has completed, before memory the GPU may read is
 // rewritten.
 func (d *Device) beforeWrite() error {
-	if d.queue.Poll() >= d.lastSubmit {
-		d.idle()
+	if err := d.waitUntil(func() bool { return d.queue.Poll() >= d.lastSubmit }); err != nil {
+		return err
+	}
+	d.idle()
+	return nil
+}
+
+// waitUntil polls done until it reports true: spinning (yielding the thread) for SpinTime,
+// then sleeping PollSleep between polls, and declaring the device lost after ReadTimeout. A
+// wait that was needed is counted in the stats.
+func (d *Device) waitUntil(done func() bool) error {
+	if done() {
 		return nil
 	}
 	t0 := time.Now()
 	d.stats.Waits++
 	defer func() { d.stats.WaitTime += time.Since(t0) }()
 	deadline, spin := t0.Add(ReadTimeout), t0.Add(SpinTime)
-	for d.queue.Poll() < d.lastSubmit {
+	for !done() {
 		now := time.Now()
 		if now.After(deadline) {
 			return d.fail(fmt.Errorf("the GPU did not finish within %v; treating the device as lost", ReadTimeout))
@@ -1161,7 +1156,6 @@ func (d *Device) beforeWrite() error {
 			time.Sleep(PollSleep)
 		}
 	}
-	d.idle()
 	return nil
 }
 
