@@ -45,6 +45,7 @@ type Backend struct {
 	split       splitTask
 	splitBuf    []float32 // the slices of a product split along K
 	gv          gemvTask
+	gvPartial   []float32 // a gemv's partial rows (see gemvTask)
 	enc         encoderTask
 	ln          layerNormTask
 	bias        biasTask

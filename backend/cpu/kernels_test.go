@@ -224,7 +224,7 @@ func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
 
 func TestMatMulLayouts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}}
+	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {1, 70, 300}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}}
 	for _, be := range backends() {
 		for _, s := range shapes {
 			M, N, K := s[0], s[1], s[2]
@@ -255,7 +255,16 @@ func TestMatMulLayouts(t *testing.T) {
 
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	M, N, K := 130, 97, 600
+	for _, s := range []struct {
+		M, N, K int
+		l       backend.Layout
+	}{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}} {
+		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
+	}
+}
+
+// matMulDeterministic requires one product to give the same bits on 1, 2, 3 and 7 workers.
+func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.Layout) {
 	a, b := randVec(rng, M*K, 1), randVec(rng, K*N, 1)
 	var ref []float64
 	for _, workers := range []int{1, 2, 3, 7} {
@@ -266,7 +275,7 @@ func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 			be.scratch[w] = newMMScratch(be.kern)
 		}
 		c := be.Alloc(M * N)
-		be.MatMul(c, upload(be, a), upload(be, b), M, N, K, backend.TN, false)
+		be.MatMul(c, upload(be, a), upload(be, b), M, N, K, l, false)
 		got := download(be, c)
 		if ref == nil {
 			ref = got
@@ -274,7 +283,7 @@ func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 		}
 		for i := range got {
 			if got[i] != ref[i] {
-				t.Fatalf("%d workers: element %d = %v, 1 worker gave %v", workers, i, got[i], ref[i])
+				t.Fatalf("%dx%dx%d %s, %d workers: element %d = %v, 1 worker gave %v", M, N, K, l, workers, i, got[i], ref[i])
 			}
 		}
 	}

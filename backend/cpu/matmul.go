@@ -395,27 +395,55 @@ func geluEpilogue(act, x []float32) {
 }
 
 // gemvTask is a product with a single row of C, as in generating one token at a time, where
-// the micro-kernel's MR rows would be mostly padding. Without Bᵀ, C is built up as a sum of
-// rows of B scaled by the elements of a (axpy, reading B in place); with Bᵀ each element of C
-// is a dot product of a with a row of B. Chunks are blocks of gemvCols columns.
+// the micro-kernel's MR rows would be mostly padding and the time goes to reading B once. With
+// Bᵀ each element of C is a dot product of a with a row of B, in chunks of gemvCols columns.
+// Without, B is read in blocks of gemvBlock whole rows, each one piece of memory: chunk i adds
+// a[k]·B[k, :] over the rows k of block i into its own partial row, and a second loop adds the
+// partial rows into C in block order, so the sums do not depend on the number of workers.
+// (Chunks of columns instead, each reading all K rows, read B in short strided pieces and ran
+// huge's decode 25% slower on two cores; docs/performance.md.)
 type gemvTask struct {
 	c, a, b, bias []float32
 	N, K          int
 	trans         bool // b is Bᵀ, [N, K]
 	accumulate    bool
+	partial       []float32 // without Bᵀ: [tiles(K, gemvBlock), N] partial rows
+	reduce        bool      // the second loop: add the partial rows into c
 }
 
-const gemvCols = 128
+const (
+	gemvCols  = 128 // columns per chunk of dot products, and of the adding loop
+	gemvBlock = 64  // rows of B per chunk without Bᵀ
+)
 
 // gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
 // contiguous when M is 1).
 func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate bool) {
 	t := &be.gv
 	*t = gemvTask{c: c[:N], a: a[:K], b: b[:K*N], bias: bias, N: N, K: K, trans: trans, accumulate: accumulate}
-	be.pool.Run(t, tiles(N, gemvCols), 1, K*gemvCols/8)
+	if trans {
+		be.pool.Run(t, tiles(N, gemvCols), 1, K*gemvCols/8)
+		return
+	}
+	blocks := tiles(K, gemvBlock)
+	grow(&be.gvPartial, blocks*N)
+	t.partial = be.gvPartial[:blocks*N]
+	// Reading B dominates: about 4 floats per ns from memory.
+	be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+	t.reduce = true
+	be.pool.Run(t, tiles(N, gemvCols), 1, blocks*gemvCols/8)
 }
 
 func (t *gemvTask) run(_, lo, hi int) {
+	if !t.trans && !t.reduce {
+		for blk := lo; blk < hi; blk++ {
+			p := t.partial[blk*t.N : (blk+1)*t.N]
+			clear(p)
+			k0, k1 := blk*gemvBlock, min((blk+1)*gemvBlock, t.K)
+			gemvRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
+		}
+		return
+	}
 	j0, j1 := lo*gemvCols, min(hi*gemvCols, t.N)
 	y := t.c[j0:j1]
 	if t.trans {
@@ -427,15 +455,17 @@ func (t *gemvTask) run(_, lo, hi int) {
 			y[j] = v
 		}
 	} else {
-		if !t.accumulate {
-			clear(y)
+		for blk := range tiles(t.K, gemvBlock) {
+			p := t.partial[blk*t.N+j0 : blk*t.N+j1]
+			if blk == 0 && !t.accumulate {
+				copy(y, p)
+				continue
+			}
+			axpy(y, 1, p) // y += p, vectorised (1·p is exact)
 		}
-		gemvRows(y, t.a, t.b[j0:], t.N)
 	}
 	if t.bias != nil {
-		for j, v := range t.bias[j0:j1] {
-			y[j] += v
-		}
+		axpy(y, 1, t.bias[j0:j1])
 	}
 }
 
