@@ -23,6 +23,42 @@ func axpy8FMA(y, x *float32, a float32, n int)
 
 var useFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && !noAsm
 
+//go:noescape
+func copyRows16(dst, src *float32, bs, rows, n16 int)
+
+//go:noescape
+func transpose8(dst *float32, ldd int, src *float32, lds int, blocks int)
+
+// transposeRows writes the transpose of src's rows [0, rows) and columns [0, cols) (row
+// stride lds) to dst's rows [0, cols) and columns [0, rows) (row stride ldd).
+func transposeRows(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_, _ = dst[(cols-1)*ldd+rows-1], src[(rows-1)*lds+cols-1]
+	r8, c8 := 0, 0
+	if useFMA {
+		r8, c8 = rows&^7, cols&^7
+		for r := 0; r < r8; r += 8 {
+			transpose8(&dst[r], ldd, &src[r*lds], lds, c8/8)
+		}
+	}
+	transposeGo(dst, ldd, src, lds, r8, c8, rows, cols)
+}
+
+// copyRows copies rows of w floats, row r from src[r·bs:] to dst[r·w:], for r in [0, rows).
+func copyRows(dst, src []float32, bs, rows, w int) {
+	if rows == 0 || w == 0 {
+		return
+	}
+	_, _ = dst[rows*w-1], src[(rows-1)*bs+w-1]
+	if useFMA && w%16 == 0 {
+		copyRows16(&dst[0], &src[0], bs, rows, w/16)
+		return
+	}
+	copyRowsGo(dst, src, bs, rows, w)
+}
+
 // dot returns Σ a[i]·b[i] over len(a) elements (b must be at least as long).
 func dot(a, b []float32) float32 {
 	n8 := len(a) &^ 7

@@ -258,3 +258,108 @@ gemvloop:
 TEXT ·pause(SB), NOSPLIT, $0-0
 	PAUSE
 	RET
+
+// func copyRows16(dst, src *float32, bs, rows, n16 int)
+//
+// For r in [0, rows): copies the 16·n16 floats at src + r·bs to dst + r·16·n16, 16 at a time:
+// a panel of B packed for the micro-kernel.
+TEXT ·copyRows16(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ bs+16(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+24(FP), CX
+	MOVQ n16+32(FP), R9
+	TESTQ CX, CX
+	JE copydone
+
+copyrow:
+	MOVQ SI, DX
+	MOVQ R9, BX
+
+copy16:
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ BX
+	JNZ copy16
+	ADDQ R8, SI
+	DECQ CX
+	JNZ copyrow
+
+copydone:
+	VZEROUPPER
+	RET
+
+// func transpose8(dst *float32, ldd int, src *float32, lds int, blocks int)
+//
+// For b in [0, blocks): writes the transpose of the 8×8 block of src at rows 0..7, columns
+// 8b..8b+7 (row stride lds) to dst rows 8b..8b+7, columns 0..7 (row stride ldd): the
+// unpack / shuffle / lane-permute transpose of eight 8-float rows.
+TEXT ·transpose8(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ blocks+32(FP), CX
+	LEAQ (R9)(R9*2), R10 // 3 source rows
+	LEAQ (R8)(R8*2), R11 // 3 destination rows
+	TESTQ CX, CX
+	JE tdone
+
+tloop:
+	LEAQ (SI)(R9*4), BX
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R9*1), Y1
+	VMOVUPS (SI)(R9*2), Y2
+	VMOVUPS (SI)(R10*1), Y3
+	VMOVUPS (BX), Y4
+	VMOVUPS (BX)(R9*1), Y5
+	VMOVUPS (BX)(R9*2), Y6
+	VMOVUPS (BX)(R10*1), Y7
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x20, Y5, Y1, Y9
+	VPERM2F128 $0x20, Y6, Y2, Y10
+	VPERM2F128 $0x20, Y7, Y3, Y11
+	VPERM2F128 $0x31, Y4, Y0, Y12
+	VPERM2F128 $0x31, Y5, Y1, Y13
+	VPERM2F128 $0x31, Y6, Y2, Y14
+	VPERM2F128 $0x31, Y7, Y3, Y15
+	LEAQ (DI)(R8*4), DX
+	VMOVUPS Y8, (DI)
+	VMOVUPS Y9, (DI)(R8*1)
+	VMOVUPS Y10, (DI)(R8*2)
+	VMOVUPS Y11, (DI)(R11*1)
+	VMOVUPS Y12, (DX)
+	VMOVUPS Y13, (DX)(R8*1)
+	VMOVUPS Y14, (DX)(R8*2)
+	VMOVUPS Y15, (DX)(R11*1)
+	ADDQ $32, SI
+	LEAQ (DI)(R8*8), DI
+	DECQ CX
+	JNZ tloop
+
+tdone:
+	VZEROUPPER
+	RET

@@ -49,5 +49,14 @@ func gemvRows(y, a, b []float32, bs int) {
 	}
 }
 
+// copyRows copies rows of w floats, row r from src[r·bs:] to dst[r·w:], for r in [0, rows).
+func copyRows(dst, src []float32, bs, rows, w int) { copyRowsGo(dst, src, bs, rows, w) }
+
+// transposeRows writes the transpose of src's rows [0, rows) and columns [0, cols) (row
+// stride lds) to dst's rows [0, cols) and columns [0, rows) (row stride ldd).
+func transposeRows(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	transposeGo(dst, ldd, src, lds, 0, 0, rows, cols)
+}
+
 // pause is a spin-wait hint; there is none here.
 func pause() {}

@@ -950,3 +950,24 @@ func TestSplitJoinColumns(t *testing.T) {
 		}
 	}
 }
+
+// The vector copy and transpose that pack B must move every element, at any size and stride.
+func TestPackCopies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, s := range [][3]int{{1, 1, 3}, {8, 8, 8}, {17, 13, 20}, {64, 32, 33}, {9, 48, 50}, {24, 16, 16}} {
+		rows, cols, ld := s[0], s[1], s[2]
+		src := to32(randVec(rng, rows*ld, 1))
+		tr := make([]float32, cols*(rows+3))
+		transposeRows(tr, rows+3, src, ld, rows, cols)
+		cp := make([]float32, rows*cols)
+		copyRows(cp, src, ld, rows, cols)
+		for r := range rows {
+			for c := range cols {
+				if v := src[r*ld+c]; tr[c*(rows+3)+r] != v || cp[r*cols+c] != v {
+					t.Fatalf("%dx%d (stride %d): element (%d, %d) = %v transposed, %v copied, want %v",
+						rows, cols, ld, r, c, tr[c*(rows+3)+r], cp[r*cols+c], v)
+				}
+			}
+		}
+	}
+}

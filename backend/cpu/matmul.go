@@ -384,6 +384,26 @@ func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool
 	}
 }
 
+func copyRowsGo(dst, src []float32, bs, rows, w int) {
+	for r := range rows {
+		copy(dst[r*w:(r+1)*w], src[r*bs:r*bs+w])
+	}
+}
+
+// transposeGo writes the transpose of src's rows [0, rows) and columns [0, cols) to dst
+// (see transposeRows), except the block of rows [0, r8) and columns [0, c8), already done.
+func transposeGo(dst []float32, ldd int, src []float32, lds, r8, c8, rows, cols int) {
+	for r := range rows {
+		c0 := 0
+		if r < r8 {
+			c0 = c8
+		}
+		for c, v := range src[r*lds+c0 : r*lds+cols] {
+			dst[(c0+c)*ldd+r] = v
+		}
+	}
+}
+
 // geluEpilogue finishes a Linear with a GELU on x (a piece of its output): act = GELU(x) and
 // x = GELU'(x), or only x = GELU(x) when act is x.
 func geluEpilogue(act, x []float32) {
@@ -510,11 +530,11 @@ func (t *packBTask) run(_, lo, hi int) {
 			if cols < nr {
 				clear(panel[k0*nr : k1*nr])
 			}
-			for c := range cols {
-				for k, v := range t.src[(j0+c)*t.K+k0 : (j0+c)*t.K+k1] {
-					panel[(k0+k)*nr+c] = v
-				}
-			}
+			transposeRows(panel[k0*nr:], nr, t.src[j0*t.K+k0:], t.K, cols, k1-k0)
+			continue
+		}
+		if cols == nr {
+			copyRows(panel[k0*nr:k1*nr], t.src[k0*t.N+j0:], t.N, k1-k0, nr)
 			continue
 		}
 		for k := k0; k < k1; k++ {
