@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"tinygpt/backend"
 )
@@ -17,6 +19,51 @@ func BenchmarkFMAPeak(b *testing.B) {
 		fmaPeak512(iters)
 	}
 	b.ReportMetric(768*iters*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkMatMulVsPeak measures the chosen micro-kernel single-threaded on the products of
+// training steps (tiny to huge), as a fraction of the core's FMA peak. On a shared machine the
+// rate of one core moves by tens of percent from one second to the next, so each of b.N
+// rounds times one window of products and one window of the peak loop (the same flops),
+// back to back, and each keeps its fastest window: run it with -benchtime 15x or more.
+func BenchmarkMatMulVsPeak(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	shapes := []struct {
+		M, N, K int
+		l       backend.Layout
+	}{
+		// forward (NN), input gradients (NT) and weight gradients (TN) at widths 48 to 256
+		{512, 144, 48, backend.NN}, {512, 48, 192, backend.NT}, {48, 192, 512, backend.TN},
+		{1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT}, {96, 384, 1024, backend.TN},
+		{1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT}, {192, 768, 1536, backend.TN},
+		{2048, 1024, 256, backend.NN}, {2048, 256, 1024, backend.NT}, {256, 256, 2048, backend.TN},
+	}
+	for _, s := range shapes {
+		b.Run(fmt.Sprintf("%dx%dx%d/%s", s.M, s.N, s.K, s.l), func(b *testing.B) {
+			be := New()
+			be.pool = newPool(1)
+			be.scratch = be.scratch[:1]
+			a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
+			flops := 2 * s.M * s.N * s.K
+			reps := max(1, 100_000_000/flops) // windows of about a millisecond
+			best, peak := time.Duration(1<<62), time.Duration(1<<62)
+			for range b.N {
+				start := time.Now()
+				for range reps {
+					be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+				}
+				best = min(best, time.Since(start))
+				start = time.Now()
+				fmaPeak512(flops * reps / 768)
+				peak = min(peak, time.Since(start))
+			}
+			gflops := float64(flops*reps) / best.Seconds() / 1e9
+			b.ReportMetric(gflops, "GFLOP/s")
+			b.ReportMetric(100*peak.Seconds()/best.Seconds(), "%peak")
+		})
+	}
 }
 
 // The vector AdamW must give exactly the bits of the Go loop (same operations, same order).
