@@ -154,21 +154,7 @@ func (t *attentionTask) head(buf, x []float32, base, h int) ([]float32, int) {
 // transposeHead writes the transpose of the head-h columns of rows [base, base+T) of x into
 // dst [hs, ldS], with zero padding columns.
 func (t *attentionTask) transposeHead(dst, x []float32, base, h int) {
-	// Eight rows at a time, so that each destination row gets eight consecutive floats.
-	i := 0
-	for ; i+8 <= t.T; i += 8 {
-		r0, r1, r2, r3 := t.row(x, base+i, h), t.row(x, base+i+1, h), t.row(x, base+i+2, h), t.row(x, base+i+3, h)
-		r4, r5, r6, r7 := t.row(x, base+i+4, h), t.row(x, base+i+5, h), t.row(x, base+i+6, h), t.row(x, base+i+7, h)
-		for c := range t.hs {
-			d := dst[c*t.ldS+i : c*t.ldS+i+8 : c*t.ldS+i+8]
-			d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = r0[c], r1[c], r2[c], r3[c], r4[c], r5[c], r6[c], r7[c]
-		}
-	}
-	for ; i < t.T; i++ {
-		for c, v := range t.row(x, base+i, h) {
-			dst[c*t.ldS+i] = v
-		}
-	}
+	transposeRows(dst, t.ldS, x[base*t.C+h*t.hs:], t.C, t.T, t.hs)
 	for c := range t.hs {
 		clear(dst[c*t.ldS+t.T : (c+1)*t.ldS])
 	}
