@@ -242,20 +242,27 @@ func (st *splitTask) run(_, lo, hi int) {
 	N := t.N
 	for i := lo; i < hi; i++ {
 		row := t.c[i*N : (i+1)*N]
-		for blk := range t.split {
-			p := t.partial[blk*t.M*N+i*N:][:N]
-			if blk == 0 && !t.accumulate {
-				copy(row, p)
-				continue
-			}
-			axpy(row, 1, p) // row += p, vectorised (1·p is exact)
-		}
+		addSlices(row, t.partial[i*N:], t.M*N, t.split, t.accumulate)
 		if t.bias != nil {
 			axpy(row, 1, t.bias[:N])
 		}
 		if t.act != nil {
 			geluEpilogue(t.act[i*N:(i+1)*N], row)
 		}
+	}
+}
+
+// addSlices adds n partial sums into dst in order, slice s being partial[s·stride:][:len(dst)]:
+// dst is the first slice plus the others (or, with accumulate, dst plus all of them), each
+// addition rounded once, vectorised (1·p is exact).
+func addSlices(dst, partial []float32, stride, n int, accumulate bool) {
+	for s := range n {
+		p := partial[s*stride:][:len(dst)]
+		if s == 0 && !accumulate {
+			copy(dst, p)
+			continue
+		}
+		axpy(dst, 1, p)
 	}
 }
 
@@ -475,14 +482,7 @@ func (t *gemvTask) run(_, lo, hi int) {
 			y[j] = v
 		}
 	} else {
-		for blk := range tiles(t.K, gemvBlock) {
-			p := t.partial[blk*t.N+j0 : blk*t.N+j1]
-			if blk == 0 && !t.accumulate {
-				copy(y, p)
-				continue
-			}
-			axpy(y, 1, p) // y += p, vectorised (1·p is exact)
-		}
+		addSlices(y, t.partial[j0:], t.N, tiles(t.K, gemvBlock), t.accumulate)
 	}
 	if t.bias != nil {
 		axpy(y, 1, t.bias[j0:j1])
