@@ -45,13 +45,18 @@ func BenchmarkGELUKernel(b *testing.B) {
 	}
 }
 
+// product is the shape and layout of one matrix product C [M, N] = op(A)·op(B) with K inner.
+type product struct {
+	M, N, K int
+	l       backend.Layout
+}
+
+func (p product) String() string { return fmt.Sprintf("%dx%dx%d/%s", p.M, p.N, p.K, p.l) }
+
 // BenchmarkMatMul times each micro-kernel on products of the shapes a training step of the
 // small and large presets runs (tokens × width), single-threaded and on all cores.
 func BenchmarkMatMul(b *testing.B) {
-	shapes := []struct {
-		M, N, K int
-		l       backend.Layout
-	}{
+	shapes := []product{
 		{1024, 96, 96, backend.NN}, {1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT},
 		{96, 384, 1024, backend.TN}, {1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT},
 		{256, 256, 2048, backend.TN}, {2048, 256, 256, backend.NN}, {2048, 1024, 256, backend.NN},
@@ -60,7 +65,7 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, k := range kernels() {
 		for _, threads := range []int{1, 0} {
 			for _, s := range shapes {
-				name := fmt.Sprintf("%s/threads=%d/%dx%dx%d/%s", k.name, threads, s.M, s.N, s.K, s.l)
+				name := fmt.Sprintf("%s/threads=%d/%v", k.name, threads, s)
 				b.Run(name, func(b *testing.B) {
 					be := New()
 					if threads > 0 {

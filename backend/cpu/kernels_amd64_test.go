@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -30,10 +29,7 @@ func BenchmarkMatMulVsPeak(b *testing.B) {
 	if !useAVX512 {
 		b.Skip("no AVX-512")
 	}
-	shapes := []struct {
-		M, N, K int
-		l       backend.Layout
-	}{
+	shapes := []product{
 		// forward (NN), input gradients (NT) and weight gradients (TN) at widths 48 to 256
 		{512, 144, 48, backend.NN}, {512, 48, 192, backend.NT}, {48, 192, 512, backend.TN},
 		{1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT}, {96, 384, 1024, backend.TN},
@@ -41,7 +37,7 @@ func BenchmarkMatMulVsPeak(b *testing.B) {
 		{2048, 1024, 256, backend.NN}, {2048, 256, 1024, backend.NT}, {256, 256, 2048, backend.TN},
 	}
 	for _, s := range shapes {
-		b.Run(fmt.Sprintf("%dx%dx%d/%s", s.M, s.N, s.K, s.l), func(b *testing.B) {
+		b.Run(s.String(), func(b *testing.B) {
 			be := New()
 			be.pool = newPool(1)
 			be.scratch = be.scratch[:1]

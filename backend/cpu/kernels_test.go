@@ -255,10 +255,7 @@ func TestMatMulLayouts(t *testing.T) {
 
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []struct {
-		M, N, K int
-		l       backend.Layout
-	}{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}} {
+	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}} {
 		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
 	}
 }
