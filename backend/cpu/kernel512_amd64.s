@@ -348,3 +348,45 @@ nobias16:
 	VMOVUPS Z11, (R11)(R8*2)
 	VZEROUPPER
 	RET
+
+// func gemvTail16(y, a, b *float32, k, bs int, masks uint64)
+//
+// gemv64FMA for fewer than 64 columns, with AVX-512 masks: y[j] += a[i]·b[i·bs + j] for i
+// ascending in [0, k), k ≥ 1, for the columns j whose bit is set in masks (16 columns per 16-bit
+// mask, lowest first; a block's bits are a prefix of it). Columns outside the masks are neither
+// read nor written.
+TEXT ·gemvTail16(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ k+24(FP), CX
+	MOVQ bs+32(FP), R8
+	SHLQ $2, R8
+	MOVQ masks+40(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	SHRQ $16, AX
+	KMOVW AX, K3
+	SHRQ $16, AX
+	KMOVW AX, K4
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z 64(DI), K2, Z1
+	VMOVUPS.Z 128(DI), K3, Z2
+	VMOVUPS.Z 192(DI), K4, Z3
+tail16loop:
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS (DX), Z8, K1, Z0
+	VFMADD231PS 64(DX), Z8, K2, Z1
+	VFMADD231PS 128(DX), Z8, K3, Z2
+	VFMADD231PS 192(DX), Z8, K4, Z3
+	ADDQ $4, SI
+	ADDQ R8, DX
+	DECQ CX
+	JNZ tail16loop
+	VMOVUPS Z0, K1, (DI)
+	VMOVUPS Z1, K2, 64(DI)
+	VMOVUPS Z2, K3, 128(DI)
+	VMOVUPS Z3, K4, 192(DI)
+	VZEROUPPER
+	RET

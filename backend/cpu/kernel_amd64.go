@@ -287,8 +287,15 @@ func adamVector(c *adamConsts, p, g, m, v []float32) int {
 //go:noescape
 func gemv64FMA(y, a, b *float32, k, bs int)
 
+// gemvTail16 is gemv64FMA for the columns whose bit is set in masks, a prefix of its 64 bits
+// (kernel512_amd64.s).
+//
+//go:noescape
+func gemvTail16(y, a, b *float32, k, bs int, masks uint64)
+
 // gemvRows adds Σ_k a[k]·b[k·bs : k·bs+len(y)] into y, 64 columns at a time in registers
-// where the CPU allows, then the rest by axpy; the sums run in ascending k either way.
+// where the CPU allows, then the rest under AVX-512 masks, or by axpy; the sums run in
+// ascending k either way.
 func gemvRows(y, a, b []float32, bs int) {
 	n64 := len(y) &^ 63
 	if useFMA && n64 > 0 && len(a) > 0 {
@@ -299,7 +306,10 @@ func gemvRows(y, a, b []float32, bs int) {
 	} else {
 		n64 = 0
 	}
-	if n64 < len(y) {
+	if n := len(y) - n64; n > 0 && useAVX512 && len(a) > 0 {
+		_ = b[(len(a)-1)*bs+len(y)-1]
+		gemvTail16(&y[n64], &a[0], &b[n64], len(a), bs, uint64(1)<<n-1) // n < 64
+	} else if n > 0 {
 		for k, ak := range a {
 			axpy(y[n64:], ak, b[k*bs+n64:k*bs+len(y)])
 		}

@@ -216,11 +216,20 @@ func (t *biasTask) run(_, lo, hi int) {
 	for blk := lo; blk < hi; blk++ {
 		db := t.partial[blk*C : blk*C+C]
 		clear(db)
-		for r := blk * sumRows; r < min((blk+1)*sumRows, t.N); r++ {
-			axpy(db, 1, t.dout[r*C:r*C+C]) // db += row, vectorised (1·v is exact)
-		}
+		// db += each row in turn (1·v is exact), the rows' columns held in registers.
+		r0, r1 := blk*sumRows, min((blk+1)*sumRows, t.N)
+		gemvRows(db, ones[:r1-r0], t.dout[r0*C:], C)
 	}
 }
+
+// ones is a row of sumRows ones, the weights of a column sum done as a gemvRows.
+var ones = func() []float32 {
+	v := make([]float32, sumRows)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}()
 
 // sumRows is the number of rows whose column sums one chunk of a reduction over rows forms (a
 // bias or LayerNorm parameter gradient). It is fixed, not derived from the worker count, and the

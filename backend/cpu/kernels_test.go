@@ -968,3 +968,35 @@ func TestPackCopies(t *testing.T) {
 		}
 	}
 }
+
+// gemvRows, through the 64-column kernel, the masked tail or both, must add every row into
+// every column of y and write nothing past len(y). The values are small multiples of powers of
+// two, so every sum is exact in float32 whatever its order.
+func TestGemvRowsWidths(t *testing.T) {
+	for _, w := range []int{1, 5, 16, 17, 48, 63, 64, 65, 96, 130} {
+		for _, k := range []int{1, 3, 32} {
+			bs := w + 3
+			a, b := make([]float32, k), make([]float32, k*bs)
+			for i := range a {
+				a[i] = float32(i%7) - 2
+			}
+			for i := range b {
+				b[i] = float32((i*37)%101-50) / 64
+			}
+			y := make([]float32, w+8)
+			for i := range y {
+				y[i] = float32(i%5) / 4
+			}
+			gemvRows(y[:w], a, b, bs)
+			for j := range y {
+				want := float64(j%5) / 4
+				for i := 0; j < w && i < k; i++ {
+					want += float64(a[i]) * float64(b[i*bs+j])
+				}
+				if float64(y[j]) != want {
+					t.Fatalf("width %d, %d rows: y[%d] = %v, want %v", w, k, j, y[j], want)
+				}
+			}
+		}
+	}
+}
