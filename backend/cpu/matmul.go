@@ -210,10 +210,11 @@ func tiles(n, size int) int { return (n + size - 1) / size }
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func (t *matmulTask) run(w, lo, hi int) {
+	tilesMN := tiles(t.M, t.mc) * t.tilesN
 	for i := lo; i < hi; i++ {
 		tile, blk := i, 0
-		if t.split > 0 {
-			tile, blk = i/t.split, i%t.split
+		if t.split > 0 { // block-major: a worker's share of chunks is a range of K (tokens)
+			tile, blk = i%tilesMN, i/tilesMN
 		}
 		i0 := tile / t.tilesN * t.mc
 		j0 := tile % t.tilesN * t.nc
