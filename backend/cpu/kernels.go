@@ -216,20 +216,10 @@ func (t *biasTask) run(_, lo, hi int) {
 	for blk := lo; blk < hi; blk++ {
 		db := t.partial[blk*C : blk*C+C]
 		clear(db)
-		// db += each row in turn (1·v is exact), the rows' columns held in registers.
-		r0, r1 := blk*sumRows, min((blk+1)*sumRows, t.N)
-		gemvRows(db, ones[:r1-r0], t.dout[r0*C:], C)
+		r0 := blk * sumRows
+		colSums(db, t.dout[r0*C:], min(sumRows, t.N-r0), C)
 	}
 }
-
-// ones is a row of sumRows ones, the weights of a column sum done as a gemvRows.
-var ones = func() []float32 {
-	v := make([]float32, sumRows)
-	for i := range v {
-		v[i] = 1
-	}
-	return v
-}()
 
 // sumRows is the number of rows whose column sums one chunk of a reduction over rows forms (a
 // bias or LayerNorm parameter gradient). It is fixed, not derived from the worker count, and the
@@ -250,29 +240,52 @@ type reduceTask struct {
 	partial, dst1, dst2 []float32
 }
 
+// reduceCols is the number of columns per chunk of reduceColumns: the width gemvRows holds in
+// registers.
+const reduceCols = 64
+
 // reduceColumns adds Σ_blocks partial[block, :] into dst1 followed by dst2 (which may be nil).
 func (be *Backend) reduceColumns(partial, dst1, dst2 []float32) {
 	t := &be.reduce
 	t.partial, t.dst1, t.dst2 = partial, dst1, dst2
 	W := len(dst1) + len(dst2)
-	be.pool.Run(t, tiles(W, 16), 1, len(partial)/W*16)
+	be.pool.Run(t, tiles(W, reduceCols), 1, len(partial)/W*reduceCols/8)
 }
 
 func (t *reduceTask) run(_, lo, hi int) {
 	n1 := len(t.dst1)
 	W := n1 + len(t.dst2)
-	for c := lo * 16; c < min(hi*16, W); c++ {
-		var s float32
-		for b := 0; b < len(t.partial)/W; b++ {
-			s += t.partial[b*W+c]
-		}
-		if c < n1 {
-			t.dst1[c] += s
-		} else {
-			t.dst2[c-n1] += s
+	for c0 := lo * reduceCols; c0 < min(hi*reduceCols, W); c0 += reduceCols {
+		var sum [reduceCols]float32
+		s := sum[:min(reduceCols, W-c0)]
+		colSums(s, t.partial[c0:], len(t.partial)/W, W)
+		for j, v := range s {
+			if c := c0 + j; c < n1 {
+				t.dst1[c] += v
+			} else {
+				t.dst2[c-n1] += v
+			}
 		}
 	}
 }
+
+// colSums adds rows [0, rows) of m (row stride ld), one after the other, into y: each column's
+// additions run in row order, as a loop over rows would (y + 1·v is y + v rounded once).
+func colSums(y, m []float32, rows, ld int) {
+	for r0 := 0; r0 < rows; r0 += len(ones) {
+		n := min(len(ones), rows-r0)
+		gemvRows(y, ones[:n], m[r0*ld:], ld)
+	}
+}
+
+// ones is a row of ones, the weights of a column sum done as a gemvRows.
+var ones = func() []float32 {
+	v := make([]float32, 256)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}()
 
 // ---------------------------------------------------------------- elementwise: GELU, add, dropout
 
