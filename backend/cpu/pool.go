@@ -27,11 +27,13 @@ type task interface {
 // wakes late (its thread descheduled because the machine is busy) finds its share taken and goes
 // back to sleep, and the caller has long moved on.
 //
-// Chunks are claimed by one atomic add on a share's word, which holds the number of workers
-// taking part, the share's end and its next chunk: an index below the end is a chunk of the loop
-// in flight, whose fields stay valid while any of its chunks is running, because a loop is
-// published only after every chunk of the previous one completed; an index past the end claims
-// nothing. (An add, unlike a compare-and-swap, never has to be retried.)
+// Chunks are claimed by one atomic add on a share's word in claims, which holds the number of
+// workers taking part, the share's end and its next chunk: an index below the end is a chunk of
+// the loop in flight, whose fields stay valid while any of its chunks is running, because a loop
+// is published only after every chunk of the previous one completed; an index past the end
+// claims nothing. (An add, unlike a compare-and-swap, never has to be retried.) Each worker
+// counts the chunks it completed on a line of its own, and the caller adds the counts up, so no
+// counter is updated by every worker.
 //
 // A panic in a chunk run by the caller stops the loop (no chunk is handed out any more), waits
 // for the chunks that helpers are running and leaves the pool usable; a panic in a helper ends
@@ -50,33 +52,39 @@ type pool struct {
 	mu      sync.Mutex // one parallel loop at a time
 	workers int
 	gen     uint64 // generation of the latest loop; under mu
-	slots   []slot // per worker (slot 0 is the caller's: only its share is used)
+	// claims holds each worker's share of the loop in flight: workers taking part<<40 | end of
+	// the share<<20 | next chunk index. The words are adjacent, so that publishing a loop and
+	// looking for chunks left in the others' shares touch two cache lines, not sixteen (an
+	// empty loop on 16 cores took 6.5 µs with a line per share, 4.4 µs so).
+	claims []atomic.Uint64
+	slots  []slot // per worker (slot 0 is the caller's: only its share is used)
 
-	// The loop in flight. t, n and chunk are written before the loop is published in the
-	// slots' claim words, and not changed until every chunk of it has completed.
-	t        task
-	n, chunk int
+	// The loop in flight. t, n, chunk, nchunks and loopGen are written before the loop is
+	// published in claims, and not changed until every chunk of it has completed.
+	t                 task
+	n, chunk, nchunks int
+	loopGen           atomic.Uint64 // gen, for the workers
 
-	// The counter that every worker updates lives on its own cache line.
-	_         [64]byte
-	remaining atomic.Int64 // chunks of the loop in flight not yet completed
-	_         [56]byte
-	waiting   atomic.Bool   // the caller has stopped watching remaining and sleeps on done
-	done      chan struct{} // woken when the last chunk of a loop completes, if waiting
+	_       [64]byte
+	waiting atomic.Bool   // the caller has stopped watching for completion and sleeps on done
+	done    chan struct{} // woken when the last chunk of a loop completes, if waiting
 }
 
-// slot is one worker's mailbox and share of the loop in flight, alone on its cache line so that
-// a helper watching for work, and claiming from its own share, reads a line that only the caller
-// (publishing) and, at the end of a loop, other workers (taking what is left) write.
+// slot is one worker's mailbox, alone on its cache line so that a helper watching for work reads
+// a line only the caller writes, and its count of completed chunks, on a line of its own.
 type slot struct {
 	gen      atomic.Uint64 // the latest loop published to this helper
 	sleeping atomic.Bool   // asleep (or about to be) on wake
 	wake     chan struct{}
-	claim    atomic.Uint64 // workers taking part<<40 | end of the share<<20 | next chunk index
-	_        [32]byte
+	_        [40]byte
+	// completed counts the chunks this worker ran of one loop: gen<<24 | count. Only the
+	// worker writes it, on a line of its own, and the caller adds up every worker's count for
+	// the loop in flight: no counter is shared by all the workers.
+	completed atomic.Uint64
+	_         [56]byte
 }
 
-// chunkMask masks a share's end and next index, 20 bits each in the claim word. A loop has at
+// chunkMask masks a share's end and next index, 20 bits each in its claims word. A loop has at
 // most maxChunks chunks, so that the index, which workers may push a little past the end (only
 // after seeing it below), never overflows into the end.
 const (
@@ -99,7 +107,7 @@ func newPool(workers int) *pool {
 	if workers < 1 {
 		workers = 1
 	}
-	p := &pool{workers: workers, slots: make([]slot, workers), done: make(chan struct{}, 1)}
+	p := &pool{workers: workers, slots: make([]slot, workers), claims: make([]atomic.Uint64, workers), done: make(chan struct{}, 1)}
 	for w := 1; w < workers; w++ {
 		p.slots[w].wake = make(chan struct{}, 1)
 		go p.loop(w)
@@ -156,27 +164,46 @@ func spinFor(ready func() bool, d time.Duration) bool {
 	}
 }
 
+// completedOf returns the number of chunks of loop gen that have completed.
+func (p *pool) completedOf(gen uint64) int {
+	n := 0
+	for w := range p.slots {
+		if v := p.slots[w].completed.Load(); v>>24 == gen {
+			n += int(v & (1<<24 - 1))
+		}
+	}
+	return n
+}
+
 // drain claims and runs chunks of the current loop until none is left: its own share first,
 // then what is left of the other workers' shares, in turn.
 func (p *pool) drain(w int) {
-	parts := int(p.slots[w].claim.Load() >> 40)
+	parts := int(p.claims[w].Load() >> 40)
 	for i := range parts {
-		s := &p.slots[(w+i)%parts]
+		s := &p.claims[(w+i)%parts]
 		for {
 			// Look before adding, so that an exhausted share's index grows only by the
 			// workers that saw a chunk left in it at once.
-			if v := s.claim.Load(); v&chunkMask >= v>>20&chunkMask {
+			if v := s.Load(); v&chunkMask >= v>>20&chunkMask {
 				break
 			}
-			v := s.claim.Add(1) - 1
+			v := s.Add(1) - 1
 			idx := v & chunkMask
 			if idx >= v>>20&chunkMask {
 				break
 			}
-			// Chunk idx of the loop in flight is ours, so the fields below are its.
+			// Chunk idx of the loop in flight is ours, so the fields below are its until it
+			// is counted as completed.
 			lo := int(idx) * p.chunk
+			gen, nchunks := p.loopGen.Load(), p.nchunks
 			p.t.run(w, lo, min(lo+p.chunk, p.n))
-			if p.remaining.Add(-1) == 0 && p.waiting.Load() {
+			c := &p.slots[w].completed
+			if v := c.Load(); v>>24 == gen {
+				c.Store(v + 1)
+			} else {
+				c.Store(gen<<24 | 1)
+			}
+			if p.waiting.Load() && p.completedOf(gen) == nchunks {
 				select {
 				case p.done <- struct{}{}:
 					// The caller now waits to run on this helper's processor: let it.
@@ -212,13 +239,13 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.t, p.n, p.chunk = t, n, chunk
-	p.remaining.Store(int64(nchunks))
 	p.gen++
+	p.t, p.n, p.chunk, p.nchunks = t, n, chunk, nchunks
+	p.loopGen.Store(p.gen)
 	parts := helpers + 1
 	for w := range parts { // opens the loop's chunks, share by share
 		lo, hi := w*nchunks/parts, (w+1)*nchunks/parts
-		p.slots[w].claim.Store(uint64(parts)<<40 | uint64(hi)<<20 | uint64(lo))
+		p.claims[w].Store(uint64(parts)<<40 | uint64(hi)<<20 | uint64(lo))
 	}
 	for w := 1; w <= helpers; w++ {
 		s := &p.slots[w]
@@ -231,7 +258,7 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 		}
 	}
 	p.drainCaller(parts)
-	finished := func() bool { return p.remaining.Load() == 0 }
+	finished := func() bool { return p.completedOf(p.gen) == nchunks }
 	if !spinFor(finished, callerSpin) {
 		// As with a helper's sleep: announce, then look again. A stale wake-up left over
 		// from an earlier loop only costs one more look.
@@ -249,12 +276,12 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 func (p *pool) drainCaller(parts int) {
 	defer func() {
 		if r := recover(); r != nil {
-			var unclaimed int64
+			unclaimed := 0
 			for w := range parts { // an end of 0: nothing more to claim
-				v := p.slots[w].claim.Swap(uint64(parts) << 40)
-				unclaimed += int64(v>>20&chunkMask - min(v&chunkMask, v>>20&chunkMask))
+				v := p.claims[w].Swap(uint64(parts) << 40)
+				unclaimed += int(v>>20&chunkMask - min(v&chunkMask, v>>20&chunkMask))
 			}
-			for p.remaining.Load() > unclaimed+1 { // all but the chunk that panicked here
+			for p.completedOf(p.gen) < p.nchunks-unclaimed-1 { // all but the chunk that panicked here
 				runtime.Gosched()
 			}
 			p.t = nil
