@@ -175,15 +175,16 @@ func (t *attentionTask) rowBlock() int { return roundUp(48, t.be.kern.mr) }
 // Without (the forward pass) they are exp(score − max), left unnormalised: the row's
 // log-sum-exp goes to lseOut[i] and 1/sum to inv[i].
 //
-// The exponentials of a row run over a whole number of 8-wide vectors: the scores past the
-// diagonal that make up the last vector are set to −Inf first, whose exponential is 0.
+// Where the vector kernels take whole vectors only (no AVX-512), a row's exponentials run over
+// a whole number of them (rowVector): the scores past the diagonal that make up the last vector
+// are set to −Inf first, whose exponential is 0.
 func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, q []float32, ldq, i0, i1 int, lse, lseOut, inv []float32) {
 	kern := t.be.kern
 	kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, q[i0*ldq:], ldq, 1, t.direct(a.kt, t.ldS), a.s[i0*t.ldS:], t.ldS, false, nil)
 	negInf := float32(math.Inf(-1))
 	for i := i0; i < i1; i++ {
 		row := a.s[i*t.ldS : (i+1)*t.ldS]
-		n := min(roundUp(i+1, 8), t.ldS)
+		n := min(roundUp(i+1, rowVector), t.ldS)
 		for j := i + 1; j < n; j++ {
 			row[j] = negInf
 		}
@@ -192,13 +193,19 @@ func (t *attentionTask) probs(a *attnScratch, ms *mmScratch, q []float32, ldq, i
 		if lse != nil {
 			expShift(p, lse[i])
 		} else {
-			sum := expShift(p, mx)
-			lseOut[i] = mx + log32(sum)
-			inv[i] = 1 / sum
+			lseOut[i], inv[i] = mx, expShift(p, mx) // the max and the sum, for now
 		}
 		if n < i1 {
 			clear(row[n:i1])
 		}
+	}
+	// The logarithms in a loop of their own: each is a long chain of dependent operations,
+	// and independent iterations let the core overlap them (forward attention at small was
+	// 19% log32 with the log taken row by row).
+	for i := i0; lse == nil && i < i1; i++ {
+		sum := inv[i]
+		lseOut[i] += log32(sum)
+		inv[i] = 1 / sum
 	}
 }
 

@@ -720,3 +720,118 @@ scalemaxloop:
 	VZEROUPPER
 	MOVSS X2, ret+24(FP)
 	RET
+
+// EXP16 sets Z0 = exp(Z0 − Z5) in 16 lanes, as expShift8 does in 8 (the same operations and
+// constants, so the same results): clobbers Z1, Z2 and K1; Z31 must be zero.
+#define EXP16 \
+	VSUBPS Z5, Z0, Z0 \
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z0, K1 \
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z2 \
+	VMINPS Z0, Z2, Z0 \
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z2 \
+	VMAXPS Z0, Z2, Z0 \
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z0, Z1 \
+	VRNDSCALEPS $0, Z1, Z1 \
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z1, Z0 \
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z1, Z0 \
+	VBROADCASTSS elemconst<>+C7(SB), Z2 \
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2 \
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2 \
+	VCVTPS2DQ Z1, Z1 \
+	VPSLLD $23, Z1, Z1 \
+	VPADDD.BCST elemconst<>+ONE(SB), Z1, Z1 \
+	VMULPS Z1, Z2, Z0 \
+	VMOVAPS Z31, K1, Z0
+
+// func expShift16(x *float32, n int, shift float32) float32
+//
+// expShift8 for any n ≥ 1, 16 lanes at a time (AVX-512F), the last n mod 16 under a mask:
+// x[i] = exp(x[i] − shift) for i < n; returns Σ x[i] (summed in 16 lanes, then across them).
+TEXT ·expShift16(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), DX
+	VBROADCASTSS shift+16(FP), Z5
+	VPXORD Z4, Z4, Z4
+	VPXORD Z31, Z31, Z31
+	MOVQ DX, CX
+	SHRQ $4, CX
+	JZ exp16tail
+exp16loop:
+	VMOVUPS (SI), Z0
+	EXP16
+	VMOVUPS Z0, (SI)
+	VADDPS Z0, Z4, Z4
+	ADDQ $64, SI
+	DECQ CX
+	JNZ exp16loop
+exp16tail:
+	ANDQ $15, DX
+	JZ exp16sum
+	MOVQ DX, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	VMOVUPS.Z (SI), K2, Z0
+	EXP16
+	VMOVUPS Z0, K2, (SI)
+	VADDPS Z0, Z4, K2, Z4
+exp16sum:
+	VEXTRACTF64X4 $1, Z4, Y1
+	VADDPS Y1, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	VZEROUPPER
+	MOVSS X4, ret+24(FP)
+	RET
+
+// func scaleMax16(x *float32, n int, s float32) float32
+//
+// scaleMax8 for any n ≥ 1, 16 lanes at a time (AVX-512F), the last n mod 16 under a mask:
+// x[i] *= s for i < n; returns the largest x[i] after scaling.
+TEXT ·scaleMax16(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), DX
+	VBROADCASTSS s+16(FP), Z1
+	VBROADCASTSS elemconst<>+NEGINF(SB), Z2
+	MOVQ DX, CX
+	SHRQ $4, CX
+	JZ smax16tail
+smax16loop:
+	VMULPS (SI), Z1, Z0
+	VMOVUPS Z0, (SI)
+	VMAXPS Z0, Z2, Z2
+	ADDQ $64, SI
+	DECQ CX
+	JNZ smax16loop
+smax16tail:
+	ANDQ $15, DX
+	JZ smax16reduce
+	MOVQ DX, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	VMOVUPS.Z (SI), K2, Z0
+	VMULPS Z0, Z1, Z0
+	VMOVUPS Z0, K2, (SI)
+	VMAXPS Z0, Z2, K2, Z2
+smax16reduce:
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET

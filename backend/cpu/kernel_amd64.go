@@ -155,6 +155,9 @@ func geluGrad8(out, x, dout *float32, n int)
 
 // expShift replaces each x[i] by e^(x[i]−shift) and returns their sum.
 func expShift(x []float32, shift float32) float32 {
+	if useAVX512 && len(x) > 0 {
+		return expShift16(&x[0], len(x), shift)
+	}
 	n8 := len(x) &^ 7
 	var s float32
 	if useFMA && n8 > 0 {
@@ -199,6 +202,9 @@ func scaleMax8(x *float32, n int, s float32) float32
 
 // scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
 func scaleMax(x []float32, s float32) float32 {
+	if useAVX512 && len(x) > 0 {
+		return scaleMax16(&x[0], len(x), s)
+	}
 	n8 := len(x) &^ 7
 	mx := float32(math.Inf(-1))
 	if useFMA && n8 > 0 {
@@ -208,6 +214,24 @@ func scaleMax(x []float32, s float32) float32 {
 	}
 	return max(mx, scaleMaxGo(x[n8:], s))
 }
+
+// rowVector is the number of floats that scaleMax and expShift are best given a multiple of:
+// 1 where the 16-lane kernels take any length under a mask, else the 8-lane kernels' width.
+var rowVector = func() int {
+	if useAVX512 {
+		return 1
+	}
+	return 8
+}()
+
+// expShift16 and scaleMax16 are expShift8 and scaleMax8 for any n ≥ 1, under AVX-512 masks
+// for the last n mod 16 elements (elementwise_amd64.s).
+//
+//go:noescape
+func expShift16(x *float32, n int, shift float32) float32
+
+//go:noescape
+func scaleMax16(x *float32, n int, s float32) float32
 
 //go:noescape
 func geluBoth8(act, grad, x *float32, n int)

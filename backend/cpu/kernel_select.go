@@ -21,6 +21,9 @@ func geluSlice(out, x []float32) { geluGo(out, x) }
 // geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
 func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }
 
+// rowVector is the number of floats that scaleMax and expShift are best given a multiple of.
+const rowVector = 1
+
 // scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
 func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }
 

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -100,6 +101,40 @@ func TestAdamWVectorMatchesScalar(t *testing.T) {
 		for i := range vec[k] {
 			if vec[k][i] != scalar[k][i] {
 				t.Fatalf("tensor %d element %d: vector %v, Go %v", k, i, vec[k][i], scalar[k][i])
+			}
+		}
+	}
+}
+
+// The AVX-512 expShift and scaleMax (16 lanes, the tail under a mask) must give each element
+// exactly as the 8-lane kernels do (and as the Go tail, up to exp32's rounding), the same maximum, a sum equal up to the
+// order of its additions, and write nothing past n.
+func TestExpShiftScaleMax16(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	for n := 1; n <= 70; n++ {
+		run := func() (x []float32, mx, sum float32) {
+			x = make([]float32, n+5)
+			for i := range x {
+				x[i] = float32((i*29)%23-11) * 0.37
+			}
+			mx = scaleMax(x[:n], 0.9)
+			sum = expShift(x[:n], mx)
+			return x, mx, sum
+		}
+		x16, mx16, sum16 := run()
+		useAVX512 = false
+		x8, mx8, sum8 := run()
+		useAVX512 = true
+		if mx16 != mx8 || math.Abs(float64(sum16-sum8)) > 1e-6*float64(sum8) {
+			t.Fatalf("n %d: max %v, sum %v; want %v, %v", n, mx16, sum16, mx8, sum8)
+		}
+		for i := range x16 {
+			// The 8-lane path leaves the last n mod 8 elements to Go's exp32, which may
+			// round differently.
+			if d := math.Abs(float64(x16[i] - x8[i])); d != 0 && (i < n&^7 || i >= n || d > 1e-6*math.Abs(float64(x8[i]))) {
+				t.Fatalf("n %d: x[%d] = %v, want %v", n, i, x16[i], x8[i])
 			}
 		}
 	}
