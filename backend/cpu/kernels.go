@@ -100,35 +100,38 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 func (t *layerNormTask) run(_, lo, hi int) {
 	C := t.C
 	switch {
+	case !t.backward && lnVector(C):
+		// Three passes over the chunk's rows (statistics, then 1/σ, then the output), so
+		// that the rows' reductions and square roots, each a chain of dependent operations,
+		// overlap instead of running one row after the other (a fifth to a quarter faster at
+		// widths 48 and 128).
+		for r := lo; r < hi; r++ {
+			sum, vs := lnStats(t.in[r*C : r*C+C])
+			t.mean[r], t.rstd[r] = sum/float32(C), vs
+		}
+		for r := lo; r < hi; r++ {
+			t.rstd[r] = float32(1 / math.Sqrt(float64(t.rstd[r]/float32(C)+lnEps)))
+		}
+		for r := lo; r < hi; r++ {
+			lnApply(t.out[r*C:r*C+C], t.in[r*C:r*C+C], t.g[:C], t.b[:C], t.mean[r], t.rstd[r])
+		}
 	case !t.backward:
-		vector := lnVector(C)
 		for r := lo; r < hi; r++ {
 			x := t.in[r*C : r*C+C]
 			o := t.out[r*C : r*C+C]
 			g, b := t.g[:C], t.b[:C]
-			var m, vs float32
-			if vector {
-				var sum float32
-				sum, vs = lnStats(x)
-				m = sum / float32(C)
-			} else {
-				var sum float32
-				for _, v := range x {
-					sum += v
-				}
-				m = sum / float32(C)
-				for _, v := range x {
-					d := v - m
-					vs += d * d
-				}
+			var sum, vs float32
+			for _, v := range x {
+				sum += v
+			}
+			m := sum / float32(C)
+			for _, v := range x {
+				d := v - m
+				vs += d * d
 			}
 			s := float32(1 / math.Sqrt(float64(vs/float32(C)+lnEps)))
-			if vector {
-				lnApply(o, x, g, b, m, s)
-			} else {
-				for i, v := range x {
-					o[i] = (v-m)*s*g[i] + b[i]
-				}
+			for i, v := range x {
+				o[i] = (v-m)*s*g[i] + b[i]
 			}
 			t.mean[r], t.rstd[r] = m, s
 		}
