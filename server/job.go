@@ -205,8 +205,10 @@ func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sample
 		s.cfg.Logf("tinygpt serve: %v", err)
 	}
 	s.job = j
-	go s.runJob(ctx, j, t, sampleEvery, resumed)
+	// The "state" event of the start goes out before the job's goroutine can publish its
+	// first progress or evaluation, so that subscribers see the events in order.
 	s.hub.publish("state", j.snapshotState())
+	go s.runJob(ctx, j, t, sampleEvery, resumed)
 	return j
 }
 
