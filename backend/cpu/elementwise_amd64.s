@@ -721,37 +721,11 @@ scalemaxloop:
 	MOVSS X2, ret+24(FP)
 	RET
 
-// EXP16 sets Z0 = exp(Z0 − Z5) in 16 lanes, as expShift8 does in 8 (the same operations and
-// constants, so the same results): clobbers Z1, Z2 and K1; Z31 must be zero.
-#define EXP16 \
-	VSUBPS Z5, Z0, Z0 \
-	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z0, K1 \
-	VBROADCASTSS elemconst<>+EXP_HI(SB), Z2 \
-	VMINPS Z0, Z2, Z0 \
-	VBROADCASTSS elemconst<>+EXP_LO(SB), Z2 \
-	VMAXPS Z0, Z2, Z0 \
-	VMULPS.BCST elemconst<>+LOG2E(SB), Z0, Z1 \
-	VRNDSCALEPS $0, Z1, Z1 \
-	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z1, Z0 \
-	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z1, Z0 \
-	VBROADCASTSS elemconst<>+C7(SB), Z2 \
-	VFMADD213PS.BCST elemconst<>+C6(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+C5(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+C4(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+C3(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+C2(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2 \
-	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2 \
-	VCVTPS2DQ Z1, Z1 \
-	VPSLLD $23, Z1, Z1 \
-	VPADDD.BCST elemconst<>+ONE(SB), Z1, Z1 \
-	VMULPS Z1, Z2, Z0 \
-	VMOVAPS Z31, K1, Z0
-
 // func expShift16(x *float32, n int, shift float32) float32
 //
 // expShift8 for any n ≥ 1, 16 lanes at a time (AVX-512F), the last n mod 16 under a mask:
 // x[i] = exp(x[i] − shift) for i < n; returns Σ x[i] (summed in 16 lanes, then across them).
+// The exp is expShift8's, operation for operation, so each element is the same.
 TEXT ·expShift16(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), DX
@@ -763,7 +737,29 @@ TEXT ·expShift16(SB), NOSPLIT, $0-28
 	JZ exp16tail
 exp16loop:
 	VMOVUPS (SI), Z0
-	EXP16
+	VSUBPS Z5, Z0, Z0
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z0, K1 // x < −87.3: e^x is flushed to 0
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z2
+	VMINPS Z0, Z2, Z0
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z2
+	VMAXPS Z0, Z2, Z0
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z1, Z0
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z1, Z0
+	VBROADCASTSS elemconst<>+C7(SB), Z2
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VCVTPS2DQ Z1, Z1
+	VPSLLD $23, Z1, Z1
+	VPADDD.BCST elemconst<>+ONE(SB), Z1, Z1
+	VMULPS Z1, Z2, Z0
+	VMOVAPS Z31, K1, Z0
 	VMOVUPS Z0, (SI)
 	VADDPS Z0, Z4, Z4
 	ADDQ $64, SI
@@ -778,7 +774,29 @@ exp16tail:
 	DECL AX
 	KMOVW AX, K2
 	VMOVUPS.Z (SI), K2, Z0
-	EXP16
+	VSUBPS Z5, Z0, Z0
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z0, K1 // x < −87.3: e^x is flushed to 0
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z2
+	VMINPS Z0, Z2, Z0
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z2
+	VMAXPS Z0, Z2, Z0
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z1, Z0
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z1, Z0
+	VBROADCASTSS elemconst<>+C7(SB), Z2
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VCVTPS2DQ Z1, Z1
+	VPSLLD $23, Z1, Z1
+	VPADDD.BCST elemconst<>+ONE(SB), Z1, Z1
+	VMULPS Z1, Z2, Z0
+	VMOVAPS Z31, K1, Z0
 	VMOVUPS Z0, K2, (SI)
 	VADDPS Z0, Z4, K2, Z4
 exp16sum:
