@@ -51,7 +51,7 @@ type task interface {
 type pool struct {
 	mu      sync.Mutex // one parallel loop at a time
 	workers int
-	gen     uint64 // generation of the latest loop; under mu
+	gen     atomic.Uint64 // generation of the latest loop: written under mu, read by workers
 	// claims holds each worker's share of the loop in flight: workers taking part<<40 | end of
 	// the share<<20 | next chunk index. The words are adjacent, so that publishing a loop and
 	// looking for chunks left in the others' shares touch two cache lines, not sixteen (an
@@ -59,11 +59,10 @@ type pool struct {
 	claims []atomic.Uint64
 	slots  []slot // per worker (slot 0 is the caller's: only its share is used)
 
-	// The loop in flight. t, n, chunk, nchunks and loopGen are written before the loop is
+	// The loop in flight. gen, t, n, chunk and nchunks are written before the loop is
 	// published in claims, and not changed until every chunk of it has completed.
 	t                 task
 	n, chunk, nchunks int
-	loopGen           atomic.Uint64 // gen, for the workers
 
 	_       [64]byte
 	waiting atomic.Bool   // the caller has stopped watching for completion and sleeps on done
@@ -195,7 +194,7 @@ func (p *pool) drain(w int) {
 			// Chunk idx of the loop in flight is ours, so the fields below are its until it
 			// is counted as completed.
 			lo := int(idx) * p.chunk
-			gen, nchunks := p.loopGen.Load(), p.nchunks
+			gen, nchunks := p.gen.Load(), p.nchunks
 			p.t.run(w, lo, min(lo+p.chunk, p.n))
 			c := &p.slots[w].completed
 			if v := c.Load(); v>>24 == gen {
@@ -239,9 +238,8 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gen++
+	gen := p.gen.Add(1)
 	p.t, p.n, p.chunk, p.nchunks = t, n, chunk, nchunks
-	p.loopGen.Store(p.gen)
 	parts := helpers + 1
 	for w := range parts { // opens the loop's chunks, share by share
 		lo, hi := w*nchunks/parts, (w+1)*nchunks/parts
@@ -249,7 +247,7 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	for w := 1; w <= helpers; w++ {
 		s := &p.slots[w]
-		s.gen.Store(p.gen)
+		s.gen.Store(gen)
 		if s.sleeping.Load() {
 			select {
 			case s.wake <- struct{}{}:
@@ -258,7 +256,7 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 		}
 	}
 	p.drainCaller(parts)
-	finished := func() bool { return p.completedOf(p.gen) == nchunks }
+	finished := func() bool { return p.completedOf(gen) == nchunks }
 	if !spinFor(finished, callerSpin) {
 		// As with a helper's sleep: announce, then look again. A stale wake-up left over
 		// from an earlier loop only costs one more look.
@@ -281,7 +279,7 @@ func (p *pool) drainCaller(parts int) {
 				v := p.claims[w].Swap(uint64(parts) << 40)
 				unclaimed += int(v>>20&chunkMask - min(v&chunkMask, v>>20&chunkMask))
 			}
-			for p.completedOf(p.gen) < p.nchunks-unclaimed-1 { // all but the chunk that panicked here
+			for p.completedOf(p.gen.Load()) < p.nchunks-unclaimed-1 { // all but the chunk that panicked here
 				runtime.Gosched()
 			}
 			p.t = nil
