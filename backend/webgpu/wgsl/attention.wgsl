@@ -123,6 +123,26 @@ fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), vec4<f32>(x0, x1, x2, x3), vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(prm.HS));
 }
 
+// put1 stores vec4 e of a head, v, at elements at + 4e.. of b1, those before HS; put2 the
+// same in b2. (The per-thread arrays are indexed only by loops over HS4L, which unroll for the
+// sizes compiled per size: an index computed at run time, such as c / 4 in a loop over HS,
+// would put the whole array in memory.)
+fn put1(at: u32, e: u32, v: vec4<f32>) {
+    let c = 4u * e;
+    b1[at + c] = v.x;
+    if (c + 1u < prm.HS) { b1[at + c + 1u] = v.y; }
+    if (c + 2u < prm.HS) { b1[at + c + 2u] = v.z; }
+    if (c + 3u < prm.HS) { b1[at + c + 3u] = v.w; }
+}
+
+fn put2(at: u32, e: u32, v: vec4<f32>) {
+    let c = 4u * e;
+    b2[at + c] = v.x;
+    if (c + 1u < prm.HS) { b2[at + c + 1u] = v.y; }
+    if (c + 2u < prm.HS) { b2[at + c + 2u] = v.z; }
+    if (c + 3u < prm.HS) { b2[at + c + 3u] = v.w; }
+}
+
 const NEG: f32 = -3.4028235e38;
 
 // dotsX returns the dot products of x with vec4 e of tile rows r..r+3 of tileX, at = r·HS4L + e;
@@ -202,8 +222,8 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     let li = (t.b * prm.NH + t.h) * prm.NQ + t.i;
     if (prm.slices > 1u) { // partial results for forward_merge
         let out = t.s * prm.B * prm.NQ * prm.C + qrow;
-        for (var c = 0u; c < prm.HS; c++) {
-            b1[out + c] = acc[c / 4u][c % 4u];
+        for (var e = 0u; e < HS4L; e++) {
+            put1(out, e, acc[e]);
         }
         let R = prm.B * prm.NH * prm.NQ;
         b2[2u * t.s * R + li] = m;
@@ -211,8 +231,8 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
         return;
     }
     let inv = 1.0 / l;
-    for (var c = 0u; c < prm.HS; c++) {
-        b1[qrow + c] = acc[c / 4u][c % 4u] * inv;
+    for (var e = 0u; e < HS4L; e++) {
+        put1(qrow, e, acc[e] * inv);
     }
     if (prm.saveLSE != 0u) {
         b2[li] = m + log(l);
@@ -314,8 +334,8 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         return;
     }
     let out = t.s * prm.B * T * prm.C + row;
-    for (var c = 0u; c < prm.HS; c++) {
-        b1[out + c] = dq[c / 4u][c % 4u];
+    for (var e = 0u; e < HS4L; e++) {
+        put1(out, e, dq[e]);
     }
 }
 
@@ -382,8 +402,8 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let out = t.s * prm.B * T * prm.C + row;
-    for (var c = 0u; c < prm.HS; c++) {
-        b1[out + c] = dk[c / 4u][c % 4u];
-        b2[out + c] = dv[c / 4u][c % 4u];
+    for (var e = 0u; e < HS4L; e++) {
+        put1(out, e, dk[e]);
+        put2(out, e, dv[e]);
     }
 }
