@@ -17,9 +17,10 @@ import (
 
 func BenchmarkMatMul(b *testing.B) {
 	g := openGPU(b)
-	// Square sizes, and huge's products: the MLP's up and down projections for 2048 tokens.
+	// Square sizes; huge's products: the MLP's up and down projections for 2048 tokens; xl's:
+	// the same for 1024 tokens and the up projection's weight gradient.
 	for _, s := range [][3]int{{256, 256, 256}, {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
-		{2048, 1024, 256}, {2048, 256, 1024}} {
+		{2048, 1024, 256}, {2048, 256, 1024}, {1024, 1024, 256}, {1024, 256, 1024}, {256, 1024, 1024}} {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
 			for _, tile := range []int{64, 128} {
