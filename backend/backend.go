@@ -79,6 +79,14 @@ type Backend interface {
 	// Slice returns a view of n elements of t starting at element off, which must be a multiple
 	// of SliceAlign. Writes through the view change t.
 	Slice(t Tensor, off, n int) Tensor
+	// SegmentLen is the length, in elements, of the pieces in which the backend stores a
+	// tensor longer than one of its buffers may be, or 0 when it never splits tensors. Piece i
+	// of a tensor holds its elements [i·SegmentLen, (i+1)·SegmentLen), a multiple of
+	// SliceAlign. A view passed to any kernel but Zero, Copy, Upload, UploadInt, Download,
+	// DownloadLater, SumSquares and AdamW must lie within one piece (the model lays out its
+	// flat parameters so that none crosses a piece's end); SumSquares' x must start at a
+	// piece's start.
+	SegmentLen() int
 	// Upload copies src into t[0:len(src)].
 	Upload(t Tensor, src []float32)
 	// UploadInt copies src into the int32 tensor t[0:len(src)].

@@ -28,7 +28,10 @@ func New(be backend.Backend, c Config) (*Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	ps, flat := ParamTable(c)
+	ps, flat, err := paramTable(c, be.SegmentLen())
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", c, err)
+	}
 	m := &Model{Config: c, Params: ps, be: be, flatSize: flat}
 	m.w = be.Alloc(flat)
 	m.g = be.Alloc(flat)

@@ -29,6 +29,14 @@ type Param struct {
 // except that a block's q, k and v projections are one [C, 3C] weight (each projection a
 // column block, with Stride 3C) and one [3C] bias, so that they are one matrix product.
 func ParamTable(c Config) ([]Param, int) {
+	ps, flat, _ := paramTable(c, 0)
+	return ps, flat
+}
+
+// paramTable is ParamTable for a backend that stores tensors in pieces of segment elements
+// (backend.Backend.SegmentLen; 0 for none): a parameter that would cross the end of a piece
+// starts at the next one instead. It fails if a parameter is longer than a piece.
+func paramTable(c Config, segment int) ([]Param, int, error) {
 	C, L := c.DModel, c.Layers
 	std := 0.02
 	projStd := 0.02 / math.Sqrt(2*float64(L))
@@ -69,6 +77,18 @@ func ParamTable(c Config) ([]Param, int) {
 		ps[i].Offset = -1
 	}
 	off := 0
+	// place returns where n elements go: off, or the start of the next piece if they would
+	// cross a piece's end.
+	place := func(name string, n int) (int, error) {
+		if segment <= 0 || off/segment == (off+n-1)/segment {
+			return off, nil
+		}
+		if n > segment {
+			return 0, fmt.Errorf("parameter %s has %d elements (%d MB), more than the %d (%d MB) of one buffer of this backend",
+				name, n, n>>18, segment, segment>>18)
+		}
+		return (off/segment + 1) * segment, nil
+	}
 	for _, decay := range []bool{true, false} {
 		for i := 0; i < len(ps); i++ {
 			if ps[i].Decay != decay || ps[i].Offset >= 0 {
@@ -76,21 +96,35 @@ func ParamTable(c Config) ([]Param, int) {
 			}
 			if strings.HasSuffix(ps[i].Name, ".attn.q_proj.weight") || strings.HasSuffix(ps[i].Name, ".attn.q_proj.bias") {
 				// q, k and v (each a weight and a bias apart in file order) side by side.
+				at, err := place(ps[i].Name, 3*ps[i].Size)
+				if err != nil {
+					return nil, 0, err
+				}
 				for j := range 3 {
 					p := &ps[i+2*j]
-					p.Offset = off + j*C
+					p.Offset = at + j*C
 					if len(p.Shape) == 2 {
 						p.Stride = 3 * C
 					}
 				}
-				off += alignUp(3 * ps[i].Size)
+				off = at + alignUp(3*ps[i].Size)
 				continue
 			}
-			ps[i].Offset = off
-			off += alignUp(ps[i].Size)
+			at, err := place(ps[i].Name, ps[i].Size)
+			if err != nil {
+				return nil, 0, err
+			}
+			ps[i].Offset = at
+			off = at + alignUp(ps[i].Size)
 		}
 	}
-	return ps, off
+	return ps, off, nil
+}
+
+// LargestParam is the number of elements of c's largest parameter tensor, as a backend holds it
+// (q, k and v as one), the most that must fit in one buffer.
+func LargestParam(c Config) int {
+	return max(Vocab*c.DModel, c.Ctx*c.DModel, 3*c.DModel*c.DModel, c.DModel*c.DMlp)
 }
 
 // alignUp rounds n up to a multiple of backend.SliceAlign.

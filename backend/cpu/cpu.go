@@ -86,6 +86,9 @@ func (be *Backend) Alloc(n int) backend.Tensor { return &tensor{f: make([]float3
 // AllocInt implements backend.Backend.
 func (be *Backend) AllocInt(n int) backend.Tensor { return &tensor{i: make([]int32, n)} }
 
+// SegmentLen implements backend.Backend: CPU tensors are never split.
+func (be *Backend) SegmentLen() int { return 0 }
+
 // Slice implements backend.Backend.
 func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
 	if off%backend.SliceAlign != 0 {

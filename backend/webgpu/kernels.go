@@ -424,16 +424,22 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 		return
 	}
 	part := be.scratchTensor("sumsq", chunks)
-	// Window by window (see Backend.window); each window's chunks write their partial sums at
-	// their global chunk index, so the result does not depend on the window size.
-	x0 := ten(x)
-	for o := 0; o < n; o += be.window {
-		w := min(be.window, n-o)
-		xs := x0.view(o, w)
-		c := (w + sumsqChunk - 1) / sumsqChunk
-		pw := part.view(o/sumsqChunk, c)
-		gx, gy := be.grid(c)
-		be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, be.unused(3), be.unused(4), be.unused(5)}, gx, gy)
+	// Piece by piece of a split tensor and window by window (see Backend.window); each
+	// window's chunks write their partial sums at their chunk index in x, so the result does
+	// not depend on the window size or on where x is split.
+	for _, p := range ten(x).pieces(0, n) {
+		if p.at%windowAlign != 0 {
+			be.fail(fmt.Errorf("SumSquares of a view whose pieces start %d elements in (not a multiple of %d)", p.at, windowAlign))
+			return
+		}
+		for o := 0; o < p.t.n; o += be.window {
+			w := min(be.window, p.t.n-o)
+			xs := p.t.view(o, w)
+			c := (w + sumsqChunk - 1) / sumsqChunk
+			pw := part.view((p.at+o)/sumsqChunk, c)
+			gx, gy := be.grid(c)
+			be.run(be.kernel("optim", "sumsq_partial", 5, 0), []uint32{uint32(w)}, []*tensor{pw, xs, be.unused(3), be.unused(4), be.unused(5)}, gx, gy)
+		}
 	}
 	part = part.view(0, chunks)
 	be.run(be.kernel("optim", "sumsq_final", 5, 0), []uint32{uint32(chunks)}, []*tensor{ten(acc), part, be.unused(3), be.unused(4), be.unused(5)}, 1, 1)
@@ -443,11 +449,29 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 // same four buffers with the same settings (weight decay aside), as the optimizer makes one per
 // parameter, run as one dispatch of adamw_multi when the next other kernel, transfer or release
 // comes (see settle). The arithmetic per element is the same as one call's.
+// Tensors split in pieces (see SegmentLen) are updated piece by piece; the four must be split
+// at the same elements, as views of tensors of one layout are.
 func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
 	if n == 0 {
 		return
 	}
-	u := adamUpdate{p: ten(p), g: ten(g), m: ten(m), v: ten(v), sumsq: ten(sumsq), n: n, h: h}
+	for _, pp := range ten(p).pieces(0, n) {
+		views := [3]*tensor{}
+		for i, t := range []backend.Tensor{g, m, v} {
+			ps := ten(t).pieces(pp.at, pp.t.n)
+			if len(ps) != 1 {
+				be.fail(fmt.Errorf("AdamW: the gradients or moments are split in device buffers at other elements than the weights"))
+				return
+			}
+			views[i] = ps[0].t
+		}
+		be.adamW(pp.t, views[0], views[1], views[2], ten(sumsq), pp.t.n, h)
+	}
+}
+
+// adamW gathers one AdamW call on tensors that lie in one buffer each.
+func (be *Backend) adamW(p, g, m, v, sumsq *tensor, n int, h backend.AdamParams) {
+	u := adamUpdate{p: p, g: g, m: m, v: v, sumsq: sumsq, n: n, h: h}
 	if be.mm != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
 		be.settle()
 	}

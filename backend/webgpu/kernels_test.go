@@ -545,22 +545,23 @@ func TestAllocIsZeroAfterRelease(t *testing.T) {
 	}
 }
 
-// A tensor larger than the device allows is an error kept by the backend, not a panic: later
-// kernels do nothing and downloads read NaN, so a training loop stops at a non-finite loss and
-// the command reports Err.
-func TestOutOfMemoryIsAnError(t *testing.T) {
+// A failure is kept by the backend, not a panic: later kernels do nothing and downloads read
+// NaN, so a training loop stops at a non-finite loss and the command reports Err. The failure
+// here is a kernel given a view across two of a split tensor's buffers.
+func TestFailureIsSticky(t *testing.T) {
 	openGPU(t) // skips without an adapter
 	be, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer be.Close()
+	be.segment = windowAlign
 	small := be.Alloc(10)
-	huge := be.Alloc(int(be.Limits().MaxBufferSize/4) + 1024)
-	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "exceeds the device's limit") {
-		t.Fatalf("Err after an oversized Alloc: %v", err)
+	split := be.Alloc(windowAlign + 1024)
+	be.GELU(be.Slice(split, windowAlign-64, 128), small, 10)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "spans 2 device buffers") {
+		t.Fatalf("Err after a kernel on a view across buffers: %v", err)
 	}
-	be.Zero(huge, 10)
 	be.GELU(small, small, 10)
 	got := make([]float32, 3)
 	be.Download(got, small, 0)
@@ -568,6 +569,92 @@ func TestOutOfMemoryIsAnError(t *testing.T) {
 		if v == v {
 			t.Fatalf("download after a failure read %v, want NaN", got)
 		}
+	}
+}
+
+// A tensor longer than SegmentLen is stored in pieces, each its own buffer: uploads,
+// downloads (now and later), views, Zero, Copy, SumSquares and AdamW work across the pieces'
+// ends and give what one buffer gives (SumSquares the same bits), and a view within one piece
+// is bound like any tensor.
+func TestSplitTensors(t *testing.T) {
+	e := newEnv(t, 14)
+	g := e.g
+	n := 2*windowAlign + 12345
+	v := e.randn(n, 1)
+	whole, one := g.Alloc(n), pair{g.Alloc(n), cpuBE.Alloc(n)} // before the segment is lowered: one buffer each
+	g.Upload(whole, v)
+	saved := g.segment
+	g.segment = windowAlign
+	defer func() { g.segment = saved }()
+	if g.SegmentLen() != windowAlign {
+		t.Fatalf("SegmentLen %d, want %d", g.SegmentLen(), windowAlign)
+	}
+	x := e.in(v)
+	if k := len(ten(x.g).parts); k != 3 {
+		t.Fatalf("a tensor of %d elements with segments of %d is in %d pieces, want 3", n, windowAlign, k)
+	}
+	e.check("upload and download across pieces", x, 0)
+	got := make([]float32, 3000)
+	g.Download(got, x.g, windowAlign-1000)
+	later := make([]float32, 3000)
+	g.DownloadLater(later, x.g, 2*windowAlign-2000)
+	g.Await()
+	for i := range got {
+		if got[i] != v[windowAlign-1000+i] || later[i] != v[2*windowAlign-2000+i] {
+			t.Fatalf("download at an offset across a piece's end: element %d differs", i)
+		}
+	}
+
+	// Views: across pieces (only whole-tensor kernels take them) and within one.
+	across := g.Slice(x.g, windowAlign-128, windowAlign+256)
+	if len(ten(across).parts) != 3 {
+		t.Fatalf("a view across two pieces' ends has %d parts, want 3", len(ten(across).parts))
+	}
+	inside := g.Slice(x.g, windowAlign+64, 1000)
+	if ten(inside).parts != nil {
+		t.Fatalf("a view within one piece is split")
+	}
+	y := e.out(1000)
+	g.GELU(y.g, inside, 1000)
+	cpuBE.GELU(y.c, cpuBE.Slice(x.c, windowAlign+64, 1000), 1000)
+	e.check("a kernel on a view within one piece", y, 1e-6)
+
+	// Copy between split tensors whose pieces end at different elements, and into one buffer.
+	z := e.out(n)
+	e.g.Zero(z.g, n)
+	cpuBE.Zero(z.c, n)
+	m := windowAlign + 5000
+	g.Copy(g.Slice(z.g, 128, m), g.Slice(x.g, 64*100, m), m)
+	cpuBE.Copy(cpuBE.Slice(z.c, 128, m), cpuBE.Slice(x.c, 64*100, m), m)
+	e.check("copy across pieces", z, 0)
+	g.Zero(g.Slice(z.g, windowAlign-640, 2000), 2000)
+	cpuBE.Zero(cpuBE.Slice(z.c, windowAlign-640, 2000), 2000)
+	e.check("zero across pieces", z, 0)
+	g.Copy(one.g, x.g, n)
+	cpuBE.Copy(one.c, x.c, n)
+	e.check("copy from pieces into one buffer", one, 0)
+
+	// The sum of squares: the same bits as over one buffer.
+	s1, s2 := g.Alloc(1), g.Alloc(1)
+	g.SumSquares(s1, whole, n)
+	g.SumSquares(s2, x.g, n)
+	a, b := make([]float32, 1), make([]float32, 1)
+	g.Download(a, s1, 0)
+	g.Download(b, s2, 0)
+	if a[0] != b[0] {
+		t.Errorf("sum of squares over pieces %v, over one buffer %v", b[0], a[0])
+	}
+
+	// AdamW over weights, gradients and moments in pieces, against the CPU.
+	w, gr, m1, v1 := e.in(e.randn(n, 1)), e.in(e.randn(n, 0.1)), e.in(e.randn(n, 0.01)), e.in(make([]float32, n))
+	sq := e.in([]float32{4})
+	h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 3}
+	g.AdamW(w.g, gr.g, m1.g, v1.g, sq.g, n, h)
+	cpuBE.AdamW(w.c, gr.c, m1.c, v1.c, sq.c, n, h)
+	e.check("AdamW weights across pieces", w, 1e-6)
+	e.check("AdamW moments across pieces", m1, 1e-6)
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

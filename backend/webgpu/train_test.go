@@ -251,3 +251,58 @@ func argmax(v []float32) int {
 	}
 	return best
 }
+
+// A model whose flat weights, gradients and moments are longer than one buffer of the device
+// (here made so by lowering SegmentLen, as on a GPU whose buffers are smaller than a large
+// model's weights) trains on pieces: its parameters are laid out so that none crosses a
+// piece's end, and the run agrees with the CPU's, as does a checkpoint of it resumed on the CPU.
+func TestSplitWeightsTrain(t *testing.T) {
+	g := openGPU(t)
+	saved := g.segment
+	g.segment = windowAlign
+	defer func() { g.segment = saved }()
+	o := trajectoryOptions()
+	o.Model = gpt.Config{Layers: 3, DModel: 96, Heads: 6, Ctx: 16, DMlp: 384} // 360K parameters
+	o.Batch, o.Steps = 2, 6
+	corpus := trajectoryCorpus()
+	tc, err := train.New(cpu.New(), o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := train.New(g, o, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := len(ten(tg.Model.WeightsTensor()).parts); k < 2 {
+		t.Fatalf("the flat weights (%d elements) are in %d buffers, want at least 2", tg.Model.FlatSize(), k)
+	}
+	for _, p := range tg.Model.Params {
+		if p.Offset/windowAlign != (p.Offset+p.Size-1)/windowAlign {
+			t.Fatalf("parameter %s [%d, %d) crosses a piece's end", p.Name, p.Offset, p.Offset+p.Size)
+		}
+	}
+	rc := runSteps(t, tc, 4)
+	rg := runSteps(t, tg, 4)
+	for i := range rc {
+		if rel := math.Abs(rg[i].Loss-rc[i].Loss) / rc[i].Loss; rel > 1e-4 {
+			t.Errorf("step %d: gpu loss %.6f, cpu %.6f", i+1, rg[i].Loss, rc[i].Loss)
+		}
+		if rel := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; rel > 1e-4 {
+			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", i+1, rg[i].GradNorm, rc[i].GradNorm)
+		}
+	}
+	f, err := tg.File("webgpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := train.Resume(cpu.New(), f, train.ResumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := runSteps(t, tc, 2), runSteps(t, resumed, 2)
+	for i := range want {
+		if rel := math.Abs(got[i].Loss-want[i].Loss) / want[i].Loss; rel > 1e-4 {
+			t.Errorf("resumed on the cpu, step %d: loss %.6f, straight cpu run %.6f", got[i].Step, got[i].Loss, want[i].Loss)
+		}
+	}
+}

@@ -35,29 +35,80 @@ var shaders embed.FS
 // ErrNoAdapter is returned by New when the machine has no usable GPU adapter.
 var ErrNoAdapter = gpu.ErrNoAdapter
 
-// tensor is a range of a device buffer, in 4-byte elements.
+// tensor is a range of a device buffer, in 4-byte elements, or of several: a tensor longer
+// than one buffer may be is stored in pieces of Backend.SegmentLen elements, each a buffer of
+// its own (parts; buf is then nil).
 type tensor struct {
 	buf   *gpu.Buffer
 	off   int // elements
 	n     int
 	isInt bool
-	owner bool // made by Alloc (not a Slice view): Release frees the buffer
+	owner bool      // made by Alloc (not a Slice view): Release frees the buffers
+	parts []*tensor // a tensor in several buffers: its pieces, in order
 }
 
 func (t *tensor) Len() int { return t.n }
 
-// view returns elements [off, off+n) of t.
+// view returns elements [off, off+n) of t, which lie in one buffer.
 func (t *tensor) view(off, n int) *tensor {
+	if t.parts != nil {
+		ps := t.pieces(off, n)
+		if len(ps) != 1 {
+			panic(fmt.Sprintf("webgpu: view [%d:%d] of a tensor split in pieces crosses a piece's end", off, off+n))
+		}
+		return ps[0].t
+	}
 	return &tensor{buf: t.buf, off: t.off + off, n: n, isInt: t.isInt}
+}
+
+// piece is the part of a range of a tensor that lies in one buffer: t holds the range's
+// elements [at, at+t.n).
+type piece struct {
+	t  *tensor
+	at int
+}
+
+// pieces returns elements [off, off+n) of t as the pieces that lie in one buffer each, in
+// order (one piece, a view of t, unless t is split).
+func (t *tensor) pieces(off, n int) []piece {
+	if t.parts == nil {
+		return []piece{{t.view(off, n), 0}}
+	}
+	var ps []piece
+	start := 0 // of the part
+	for _, p := range t.parts {
+		lo, hi := max(off, start), min(off+n, start+p.n)
+		if lo < hi {
+			ps = append(ps, piece{&tensor{buf: p.buf, off: p.off + lo - start, n: hi - lo, isInt: t.isInt}, lo - off})
+		}
+		start += p.n
+	}
+	return ps
+}
+
+// released reports whether t's memory is gone (or was never allocated).
+func (t *tensor) released() bool {
+	if t.parts == nil {
+		return t.buf == nil
+	}
+	for _, p := range t.parts {
+		if p.buf == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // overlaps reports whether a and b, bound to one dispatch, would share memory.
 func overlaps(a, b *tensor) bool {
+	if a.parts != nil || b.parts != nil {
+		return false // not bindable: run refuses them
+	}
 	x, y := a.bind(), b.bind()
 	return x.Buf == y.Buf && x.Off < y.Off+y.Size && y.Off < x.Off+x.Size
 }
 
-// bind returns t as a binding of a dispatch.
+// bind returns t, which lies in one buffer, as a binding of a dispatch.
 func (t *tensor) bind() gpu.Binding {
 	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
 }
@@ -84,6 +135,9 @@ type Backend struct {
 	// at once: the device's binding limit, in whole multiples of windowAlign. Longer tensors
 	// (a large model's flat weights and gradients) are processed window by window.
 	window int
+	// segment is SegmentLen: the elements of the largest tensor kept in one buffer (both the
+	// buffer and the binding limit, in whole multiples of windowAlign); longer ones are split.
+	segment int
 }
 
 // windowAlign is the granularity of windows: a whole number of SumSquares chunks whose partial
@@ -98,7 +152,9 @@ func New() (*Backend, error) {
 		return nil, err
 	}
 	be := &Backend{dev: dev, kernels: map[string]*gpu.Kernel{}, scratch: map[string]*tensor{}}
-	be.window = max(windowAlign, int(dev.Limits().MaxBindingSize/4)/windowAlign*windowAlign)
+	lim := dev.Limits()
+	be.window = max(windowAlign, int(lim.MaxBindingSize/4)/windowAlign*windowAlign)
+	be.segment = max(windowAlign, int(min(lim.MaxBufferSize, lim.MaxBindingSize)/4)/windowAlign*windowAlign)
 	if err := be.selfTest(); err != nil {
 		be.Close()
 		return nil, err
@@ -246,6 +302,10 @@ func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
 	}
 	binds := make([]gpu.Binding, len(ts))
 	for i, t := range ts {
+		if t != nil && t.parts != nil {
+			be.fail(fmt.Errorf("kernel %s: tensor %d (%d elements) spans %d device buffers; only whole-tensor operations take such a view (see backend.Backend.SegmentLen)", k.Name, i, t.n, len(t.parts)))
+			return
+		}
 		if t == nil || t.buf == nil {
 			be.fail(fmt.Errorf("kernel %s: tensor %d is released or was never allocated", k.Name, i))
 			return
@@ -281,10 +341,16 @@ func (be *Backend) elemGroups(n int) int {
 
 func ten(t backend.Tensor) *tensor { return t.(*tensor) }
 
-// alloc returns a zero-filled tensor of n elements.
+// alloc returns a zero-filled tensor of n elements, in pieces of be.segment if it is longer.
 func (be *Backend) alloc(n int, isInt bool) *tensor {
 	t := &tensor{n: n, isInt: isInt, owner: true}
 	if !be.ok() {
+		return t
+	}
+	if n > be.segment {
+		for off := 0; off < n; off += be.segment {
+			t.parts = append(t.parts, be.alloc(min(be.segment, n-off), isInt))
+		}
 		return t
 	}
 	b, err := be.dev.NewBuffer(uint64(n) * 4)
@@ -311,15 +377,30 @@ func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
 	if off+n > p.n {
 		panic(fmt.Sprintf("webgpu: Slice [%d:%d] of a tensor of %d elements", off, off+n, p.n))
 	}
-	return &tensor{buf: p.buf, off: p.off + off, n: n, isInt: p.isInt}
+	if p.parts == nil {
+		return &tensor{buf: p.buf, off: p.off + off, n: n, isInt: p.isInt}
+	}
+	ps := p.pieces(off, n)
+	if len(ps) == 1 {
+		return ps[0].t
+	}
+	v := &tensor{n: n, isInt: p.isInt}
+	for _, q := range ps {
+		v.parts = append(v.parts, q.t)
+	}
+	return v
 }
+
+// SegmentLen implements backend.Backend: tensors longer than the device's buffers (or than
+// a storage binding may be) are split.
+func (be *Backend) SegmentLen() int { return be.segment }
 
 func (be *Backend) write(t *tensor, words int, put func(b []byte)) {
 	be.settle()
 	if !be.ok() || words == 0 {
 		return
 	}
-	if t.buf == nil {
+	if t.released() {
 		be.fail(fmt.Errorf("upload to a released tensor"))
 		return
 	}
@@ -331,8 +412,11 @@ func (be *Backend) write(t *tensor, words int, put func(b []byte)) {
 	}
 	b := be.hostBuf[:4*words]
 	put(b)
-	if err := be.dev.Write(t.buf, uint64(t.off)*4, b); err != nil {
-		be.fail(err)
+	for _, p := range t.pieces(0, words) {
+		if err := be.dev.Write(p.t.buf, uint64(p.t.off)*4, b[4*p.at:4*(p.at+p.t.n)]); err != nil {
+			be.fail(err)
+			return
+		}
 	}
 }
 
@@ -366,7 +450,7 @@ func (be *Backend) downloadSource(dst []float32, t backend.Tensor, off int) *ten
 	if off+len(dst) > tt.n {
 		panic(fmt.Sprintf("webgpu: download of [%d:%d] from a tensor of %d", off, off+len(dst), tt.n))
 	}
-	if be.ok() && tt.buf == nil {
+	if be.ok() && tt.released() {
 		be.fail(fmt.Errorf("download from a released tensor"))
 	}
 	return tt
@@ -393,7 +477,10 @@ func (be *Backend) Download(dst []float32, t backend.Tensor, off int) {
 		be.hostBuf = make([]byte, 4*len(dst))
 	}
 	b := be.hostBuf[:4*len(dst)]
-	ok := be.ok() && be.dev.Read(b, tt.buf, uint64(tt.off+off)*4) == nil
+	ok := be.ok()
+	for _, p := range tt.pieces(off, len(dst)) {
+		ok = ok && be.dev.Read(b[4*p.at:4*(p.at+p.t.n)], p.t.buf, uint64(p.t.off)*4) == nil
+	}
 	fromBytes(dst, b, ok)
 }
 
@@ -404,18 +491,21 @@ func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
 	if tt == nil {
 		return
 	}
-	i := len(be.later)
-	if i == cap(be.later) {
-		be.later = append(be.later, laterRead{})
-	}
-	be.later = be.later[:i+1]
-	r := &be.later[i]
-	if cap(r.raw) < 4*len(dst) {
-		r.raw = make([]byte, 4*len(dst))
-	}
-	r.dst, r.raw = dst, r.raw[:4*len(dst)]
-	if be.ok() {
-		_ = be.dev.ReadLater(r.raw, tt.buf, uint64(tt.off+off)*4)
+	for _, p := range tt.pieces(off, len(dst)) {
+		i := len(be.later)
+		if i == cap(be.later) {
+			be.later = append(be.later, laterRead{})
+		}
+		be.later = be.later[:i+1]
+		r := &be.later[i]
+		n := p.t.n
+		if cap(r.raw) < 4*n {
+			r.raw = make([]byte, 4*n)
+		}
+		r.dst, r.raw = dst[p.at:p.at+n], r.raw[:4*n]
+		if be.ok() {
+			_ = be.dev.ReadLater(r.raw, p.t.buf, uint64(p.t.off)*4)
+		}
 	}
 }
 
@@ -433,21 +523,30 @@ func (be *Backend) Await() {
 
 // Zero implements backend.Backend.
 func (be *Backend) Zero(t backend.Tensor, n int) {
-	x := ten(t)
-	for o := 0; o < n; o += be.window {
-		w := min(be.window, n-o)
-		xw := x.view(o, w)
-		be.elementwise("zero", []uint32{uint32(w)}, xw, nil, nil, w)
+	if n == 0 {
+		return
+	}
+	for _, p := range ten(t).pieces(0, n) {
+		for o := 0; o < p.t.n; o += be.window {
+			w := min(be.window, p.t.n-o)
+			be.elementwise("zero", []uint32{uint32(w)}, p.t.view(o, w), nil, nil, w)
+		}
 	}
 }
 
 // Copy implements backend.Backend.
 func (be *Backend) Copy(dst, src backend.Tensor, n int) {
+	if n == 0 {
+		return
+	}
 	d, s := ten(dst), ten(src)
-	for o := 0; o < n; o += be.window {
-		w := min(be.window, n-o)
-		sw := s.view(o, w)
-		be.elementwise("copy", []uint32{uint32(w)}, d.view(o, w), sw, nil, w)
+	for _, dp := range d.pieces(0, n) {
+		for _, sp := range s.pieces(dp.at, dp.t.n) {
+			for o := 0; o < sp.t.n; o += be.window {
+				w := min(be.window, sp.t.n-o)
+				be.elementwise("copy", []uint32{uint32(w)}, dp.t.view(sp.at+o, w), sp.t.view(o, w), nil, w)
+			}
+		}
 	}
 }
 
@@ -455,10 +554,15 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 func (be *Backend) Release(t backend.Tensor) {
 	be.settle()
 	tt := ten(t)
-	if tt.owner && tt.buf != nil {
-		be.dev.Release(tt.buf)
+	if tt.owner {
+		for _, p := range append([]*tensor{tt}, tt.parts...) {
+			if p.buf != nil {
+				be.dev.Release(p.buf)
+			}
+			p.buf = nil
+		}
 	}
-	tt.buf = nil
+	tt.buf, tt.parts = nil, nil
 }
 
 var _ backend.Backend = (*Backend)(nil)

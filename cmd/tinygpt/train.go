@@ -49,9 +49,10 @@ type workload struct {
 // modelLoad is the workload of passes over tokens positions (B·T) of a model of shape c, with
 // flopsPerToken operations per position.
 func modelLoad(c gpt.Config, tokens int, flopsPerToken float64) workload {
-	_, flat := gpt.ParamTable(c)
+	// The flat weights, gradients and moments are split across buffers where they must be
+	// (backend.Backend.SegmentLen); a parameter and an activation each live in one.
 	n := int64(tokens)
-	largest := max(int64(flat), n*gpt.Vocab, n*int64(c.DMlp)) * 4
+	largest := max(int64(gpt.LargestParam(c)), n*gpt.Vocab, n*int64(c.DMlp)) * 4
 	return workload{flops: flopsPerToken * float64(tokens), largest: largest}
 }
 
@@ -109,9 +110,10 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, webgpu, auto)", name)
 }
 
-// fits checks that the largest tensor of work fits in one buffer of the GPU.
+// fits checks that the largest tensor of work that must lie in one buffer fits one buffer of
+// the GPU.
 func fits(be *webgpu.Backend, work workload) error {
-	if lim := be.Limits().MaxBufferSize; work.largest > 0 && uint64(work.largest) > lim {
+	if lim := uint64(be.SegmentLen()) * 4; work.largest > 0 && uint64(work.largest) > lim {
 		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
 	}
 	return nil
