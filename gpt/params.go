@@ -84,8 +84,8 @@ func paramTable(c Config, segment int) ([]Param, int, error) {
 			return off, nil
 		}
 		if n > segment {
-			return 0, fmt.Errorf("parameter %s has %d elements (%d MB), more than the %d (%d MB) of one buffer of this backend",
-				name, n, n>>18, segment, segment>>18)
+			return 0, fmt.Errorf("parameter %s has %d elements (%.1f MB), more than the %d (%.1f MB) of one buffer of this backend",
+				name, n, float64(n)/(1<<18), segment, float64(segment)/(1<<18))
 		}
 		return (off/segment + 1) * segment, nil
 	}
