@@ -46,14 +46,9 @@ func runSteps(t *testing.T, tr *train.Trainer, n int) []train.StepResult {
 	return out
 }
 
-// Same seed, same data: the GPU and CPU runs must agree to float32 reordering noise at every
-// one of 50 steps (dropout, cosine schedule with warmup and clipping included). The issue asks
-// for 1e-3 relative; the test holds both runs to DESIGN.md's 1e-4 (lavapipe measures 4e-8),
-// which also catches a missing clip (1e-3 after a few clipped steps).
-func TestTrajectoryMatchesCPU(t *testing.T) {
-	g := openGPU(t)
-	o := trajectoryOptions()
-	corpus := trajectoryCorpus()
+// bothTrainers returns trainers of the same run on the CPU and on the GPU g.
+func bothTrainers(t *testing.T, g *Backend, o train.Options, corpus data.Corpus) (onCPU, onGPU *train.Trainer) {
+	t.Helper()
 	tc, err := train.New(cpu.New(), o, corpus)
 	if err != nil {
 		t.Fatal(err)
@@ -62,21 +57,45 @@ func TestTrajectoryMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tc, tg
+}
+
+// sameRun reports each step at which the GPU run's loss or gradient norm differs from the CPU
+// run's by more than tol relative, or the step numbers differ, and returns the worst relative
+// difference of the losses.
+func sameRun(t *testing.T, gpu, cpu []train.StepResult, tol float64) float64 {
+	t.Helper()
+	worst := 0.0
+	for i, c := range cpu {
+		g := gpu[i]
+		rel := math.Abs(g.Loss-c.Loss) / math.Abs(c.Loss)
+		worst = math.Max(worst, rel)
+		if rel > tol || g.Step != c.Step {
+			t.Errorf("step %d: gpu loss %.6f (step %d), cpu %.6f (relative difference %.2g, tolerance %.0g)", c.Step, g.Loss, g.Step, c.Loss, rel, tol)
+		}
+		if d := math.Abs(g.GradNorm-c.GradNorm) / c.GradNorm; d > tol {
+			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", c.Step, g.GradNorm, c.GradNorm)
+		}
+	}
+	return worst
+}
+
+// Same seed, same data: the GPU and CPU runs must agree to float32 reordering noise at every
+// one of 50 steps (dropout, cosine schedule with warmup and clipping included). The issue asks
+// for 1e-3 relative; the test holds both runs to DESIGN.md's 1e-4 (lavapipe measures 4e-8),
+// which also catches a missing clip (1e-3 after a few clipped steps).
+func TestTrajectoryMatchesCPU(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	corpus := trajectoryCorpus()
+	tc, tg := bothTrainers(t, g, o, corpus)
 	rc := runSteps(t, tc, o.Steps)
 	rg := runSteps(t, tg, o.Steps)
-	worst := 0.0
+	worst := sameRun(t, rg, rc, 1e-4)
 	clipped := 0
-	for i := range rc {
-		rel := math.Abs(rg[i].Loss-rc[i].Loss) / math.Abs(rc[i].Loss)
-		worst = math.Max(worst, rel)
-		if rel > 1e-4 {
-			t.Errorf("step %d: gpu loss %.6f, cpu %.6f (relative difference %.2g > 1e-4)", i+1, rg[i].Loss, rc[i].Loss, rel)
-		}
-		if rc[i].GradNorm > float64(o.Clip) {
+	for _, r := range rc {
+		if r.GradNorm > float64(o.Clip) {
 			clipped++
-		}
-		if d := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; d > 1e-4 {
-			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", i+1, rg[i].GradNorm, rc[i].GradNorm)
 		}
 	}
 	t.Logf("loss %.4f → %.4f (cpu %.4f), worst relative difference %.2g; %d steps clipped", rg[0].Loss, rg[len(rg)-1].Loss, rc[len(rc)-1].Loss, worst, clipped)
@@ -189,15 +208,7 @@ func TestWeightsReplacedBetweenSteps(t *testing.T) {
 		}
 		results[k] = append(results[k], runSteps(t, tr, 2)...)
 	}
-	for i, c := range results[0] {
-		gr := results[1][i]
-		if rel := math.Abs(gr.Loss-c.Loss) / c.Loss; rel > 1e-4 || gr.Step != c.Step {
-			t.Errorf("step %d: gpu loss %.6f (step %d), cpu %.6f", c.Step, gr.Loss, gr.Step, c.Loss)
-		}
-		if rel := math.Abs(gr.GradNorm-c.GradNorm) / c.GradNorm; rel > 1e-4 {
-			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", c.Step, gr.GradNorm, c.GradNorm)
-		}
-	}
+	sameRun(t, results[1], results[0], 1e-4)
 }
 
 // Generation with the key/value cache gives the CPU's logits at every position, through the
@@ -265,14 +276,7 @@ func TestSplitWeightsTrain(t *testing.T) {
 	o.Model = gpt.Config{Layers: 3, DModel: 96, Heads: 6, Ctx: 16, DMlp: 384} // 360K parameters
 	o.Batch, o.Steps = 2, 6
 	corpus := trajectoryCorpus()
-	tc, err := train.New(cpu.New(), o, corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := train.New(g, o, corpus)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc, tg := bothTrainers(t, g, o, corpus)
 	if k := len(ten(tg.Model.WeightsTensor()).parts); k < 2 {
 		t.Fatalf("the flat weights (%d elements) are in %d buffers, want at least 2", tg.Model.FlatSize(), k)
 	}
@@ -282,15 +286,7 @@ func TestSplitWeightsTrain(t *testing.T) {
 		}
 	}
 	rc := runSteps(t, tc, 4)
-	rg := runSteps(t, tg, 4)
-	for i := range rc {
-		if rel := math.Abs(rg[i].Loss-rc[i].Loss) / rc[i].Loss; rel > 1e-4 {
-			t.Errorf("step %d: gpu loss %.6f, cpu %.6f", i+1, rg[i].Loss, rc[i].Loss)
-		}
-		if rel := math.Abs(rg[i].GradNorm-rc[i].GradNorm) / rc[i].GradNorm; rel > 1e-4 {
-			t.Errorf("step %d: gpu grad norm %.6f, cpu %.6f", i+1, rg[i].GradNorm, rc[i].GradNorm)
-		}
-	}
+	sameRun(t, runSteps(t, tg, 4), rc, 1e-4)
 	f, err := tg.File("webgpu")
 	if err != nil {
 		t.Fatal(err)
