@@ -124,7 +124,15 @@ func paramTable(c Config, segment int) ([]Param, int, error) {
 // LargestParam is the number of elements of c's largest parameter tensor, as a backend holds it
 // (q, k and v as one), the most that must fit in one buffer.
 func LargestParam(c Config) int {
-	return max(Vocab*c.DModel, c.Ctx*c.DModel, 3*c.DModel*c.DModel, c.DModel*c.DMlp)
+	ps, _ := ParamTable(c)
+	n := 0
+	for _, p := range ps {
+		if p.Stride != 0 {
+			n = max(n, 3*p.Size) // q with k and v beside it
+		}
+		n = max(n, p.Size)
+	}
+	return n
 }
 
 // alignUp rounds n up to a multiple of backend.SliceAlign.
