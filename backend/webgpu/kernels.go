@@ -75,13 +75,12 @@ func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int)
 		[]*tensor{ten(out), ten(mean), ten(rstd), ten(in), ten(g), ten(b)}, x, y)
 }
 
-// LayerNormBackward implements backend.Backend.
+// LayerNormBackward implements backend.Backend: the input and the parameter gradients in one
+// dispatch (layernorm.wgsl's backward).
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
-	x, y := be.grid(N)
-	be.run(be.kernel("layernorm", "backward_input", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout)}, x, y)
-	be.run(be.kernel("layernorm", "backward_params", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(dg), ten(mean), ten(rstd), ten(in), ten(db), ten(dout)}, (C+15)/16, 1)
+	x, y := be.grid((C+15)/16 + (N+3)/4)
+	be.run(be.kernel("layernorm", "backward", 8, 0), []uint32{uint32(N), uint32(C)},
+		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout), ten(dg), ten(db)}, x, y)
 }
 
 // MatMul implements backend.Backend. A product that overwrites C, or adds a weight gradient

@@ -1,7 +1,6 @@
 // LayerNorm over rows of width C (eps 1e-5, biased variance) and its backward pass. Forward
-// and the input gradient use one workgroup of 64 threads per row with tree reductions in
-// workgroup memory; the parameter gradients (and the bias gradient of a linear layer) are
-// column sums over the rows.
+// and the input gradient use 64 threads per row with tree reductions in workgroup memory; the
+// parameter gradients (and the bias gradient of a linear layer) are column sums over the rows.
 
 struct Params {
     N: u32,
@@ -9,12 +8,13 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;  // out | din | dg
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;  // out | din | db
 @group(0) @binding(2) var<storage, read_write> mean: array<f32>;
 @group(0) @binding(3) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(4) var<storage, read_write> inp: array<f32>;
-@group(0) @binding(5) var<storage, read_write> g: array<f32>;   // g | g | db
+@group(0) @binding(5) var<storage, read_write> g: array<f32>;
 @group(0) @binding(6) var<storage, read_write> bd: array<f32>;  // b | dout | dout
+// (forward | backward | bias_backward; backward also binds 7 and 8)
 
 const WG: u32 = 64u;
 var<workgroup> red: array<f32, 128>;
@@ -68,30 +68,66 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
-// din += (dnorm − mean(dnorm) − norm·mean(dnorm·norm))·rstd, dnorm = dout·g
-@compute @workgroup_size(64)
-fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let r = rowIndex(wg, nwg);
-    if (r >= prm.N) {
-        return;
+// The backward pass, input and parameter gradients in one dispatch of 256-thread workgroups:
+// the first ceil(C/16) workgroups sum the parameter gradients' columns (paramColumns), each
+// of the others computes the input gradient of four rows, 64 threads a row (inputRows).
+@group(0) @binding(7) var<storage, read_write> dgam: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dbet: array<f32>;
+
+@compute @workgroup_size(256)
+fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let w = rowIndex(wg, nwg);
+    let colGroups = (prm.C + 15u) / 16u;
+    if (w < colGroups) {
+        paramColumns(w, vec3<u32>(lid % 16u, lid / 16u, 0u));
+    } else {
+        inputRows(w - colGroups, lid);
     }
+}
+
+// inputRows: din += (dnorm − mean(dnorm) − norm·mean(dnorm·norm))·rstd, dnorm = dout·g, for
+// rows 4·q .. 4·q+3, thread lid's row 4·q + lid/64. (No early return: the reductions'
+// barriers need every thread of the workgroup.)
+var<workgroup> red4: array<f32, 512>;
+
+fn inputRows(q: u32, lid: u32) {
+    let r = 4u * q + lid / 64u;
+    let l = lid % 64u;
     let C = prm.C;
-    let base = r * C;
-    let m = mean[r];
-    let rs = rstd[r];
+    let valid = r < prm.N;
+    let rr = select(0u, r, valid);
+    let base = rr * C;
+    let m = mean[rr];
+    let rs = rstd[rr];
     var a = 0.0;
     var b = 0.0;
-    for (var i = lid; i < C; i += WG) {
-        let norm = (inp[base + i] - m) * rs;
-        let dnorm = bd[base + i] * g[i];
-        a += dnorm;
-        b += dnorm * norm;
+    if (valid) {
+        for (var i = l; i < C; i += WG) {
+            let norm = (inp[base + i] - m) * rs;
+            let dnorm = bd[base + i] * g[i];
+            a += dnorm;
+            b += dnorm * norm;
+        }
     }
-    let sums = sum2(lid, a, b) / f32(C);
-    for (var i = lid; i < C; i += WG) {
-        let norm = (inp[base + i] - m) * rs;
-        let dnorm = bd[base + i] * g[i];
-        out[base + i] += (dnorm - sums.x - norm * sums.y) * rs;
+    // Tree sums of a and b over each row's 64 threads, as sum2 does for one row.
+    let o = (lid / 64u) * 128u;
+    red4[o + l] = a;
+    red4[o + WG + l] = b;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (l < s) {
+            red4[o + l] += red4[o + l + s];
+            red4[o + WG + l] += red4[o + WG + l + s];
+        }
+        workgroupBarrier();
+    }
+    let sums = vec2<f32>(red4[o], red4[o + WG]) / f32(C);
+    if (valid) {
+        for (var i = l; i < C; i += WG) {
+            let norm = (inp[base + i] - m) * rs;
+            let dnorm = bd[base + i] * g[i];
+            out[base + i] += (dnorm - sums.x - norm * sums.y) * rs;
+        }
     }
 }
 
@@ -113,11 +149,11 @@ fn reduceColumns(lid: vec3<u32>) {
     }
 }
 
-// dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c]
-@compute @workgroup_size(16, 16)
-fn backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+// paramColumns: dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c] for the 16 columns
+// of column group w.
+fn paramColumns(w: u32, lid: vec3<u32>) {
     let C = prm.C;
-    let c = wg.x * 16u + lid.x;
+    let c = w * 16u + lid.x;
     var sg = 0.0;
     var sb = 0.0;
     if (c < C) {
@@ -131,8 +167,8 @@ fn backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocati
     colB[lid.y * 16u + lid.x] = sb;
     reduceColumns(lid);
     if (lid.y == 0u && c < C) {
-        out[c] += colA[lid.x];
-        g[c] += colB[lid.x];
+        dgam[c] += colA[lid.x];
+        dbet[c] += colB[lid.x];
     }
 }
 
