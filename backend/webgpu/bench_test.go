@@ -30,11 +30,11 @@ func BenchmarkMatMul(b *testing.B) {
 					x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
 					defer func() { g.Release(x); g.Release(y); g.Release(z) }()
 					out := make([]float32, 1)
-					g.matmul(z, x, y, M, N, K, l, false)
+					g.MatMul(z, x, y, M, N, K, l, false)
 					g.Download(out, z, 0) // compile and warm up
 					b.ResetTimer()
 					for range b.N {
-						g.matmul(z, x, y, M, N, K, l, false)
+						g.MatMul(z, x, y, M, N, K, l, false)
 					}
 					g.Download(out, z, 0)
 					b.ReportMetric(2*float64(M)*float64(N)*float64(K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")

@@ -84,15 +84,16 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 }
 
 // MatMul implements backend.Backend. A product that overwrites C, or adds a weight gradient
-// (TN) to it, is held back one call: if the next call adds a bias to C (a linear layer) or the
-// bias gradient from the same output gradient (a linear layer's backward pass), both run as
-// one dispatch (see AddBias, BiasBackward and settle). The arithmetic is that of the two
+// (TN) to it, is held back one call: if the next call adds a bias to C (a linear layer),
+// multiplies C elementwise by another tensor (the gradient through a GELU) or adds the bias
+// gradient from the same output gradient (a linear layer's backward pass), both run as one
+// dispatch (see AddBias, Mul, BiasBackward and settle). The arithmetic is that of the two
 // kernels in turn, but for the order in which a bias gradient's terms are added.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
 	be.settle()
 	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}
 	if accumulate && l != backend.TN {
-		be.recordMatmul(mm, nil)
+		be.recordMatmul(mm)
 		return
 	}
 	be.mm = mm
@@ -104,18 +105,23 @@ type matmulCall struct {
 	M, N, K    int
 	l          backend.Layout
 	accumulate bool
+	bias       *tensor // a bias [N] to add to every row of C, or nil
 	dbias      *tensor // a bias gradient to add 1ᵀ·op(B) to, in the same dispatch
+	epilogue   uint32  // matmul.wgsl's: 0 none, 1 GELU keeping GELU', 2 GELU, 3 times ep
+	ep         *tensor // the GELU's output (1) or the factor (3)
 }
 
-// matmul records C = op(A)·op(B).
-func (be *Backend) matmul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	be.settle()
-	be.recordMatmul(&matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}, nil)
-}
+// The epilogues of matmul.wgsl.
+const (
+	epNone uint32 = iota
+	epGELUBoth
+	epGELU
+	epMul
+)
 
-// recordMatmul records mm, adding bias [N] to every row if bias is not nil.
-func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
-	acc, hasBias := uint32(0), uint32(0)
+// recordMatmul records mm.
+func (be *Backend) recordMatmul(mm *matmulCall) {
+	acc, hasBias, bias, ep := uint32(0), uint32(0), mm.bias, mm.ep
 	if mm.accumulate {
 		acc = 1
 	}
@@ -123,6 +129,9 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 		hasBias = 1
 	} else {
 		bias = be.unused(4)
+	}
+	if ep == nil {
+		ep = be.unused(5)
 	}
 	// A bias gradient is one more row of C, from a row of ones in op(A) (matmul.wgsl).
 	rows, biasGrad := mm.M, uint32(0)
@@ -141,10 +150,10 @@ func (be *Backend) recordMatmul(mm *matmulCall, bias *tensor) {
 		slices = (mm.K + kSlice - 1) / kSlice
 		out, split = be.scratchTensor("matmul partial sums", slices*rows*mm.N), 1
 	}
-	be.run(be.kernel("matmul", entry, 4, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l), biasGrad},
-		[]*tensor{out, mm.a, mm.b, bias}, tilesN, tilesM*slices)
+	be.run(be.kernel("matmul", entry, 5, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l), biasGrad, mm.epilogue},
+		[]*tensor{out, mm.a, mm.b, bias, ep}, tilesN, tilesM*slices)
 	if slices > 1 {
-		be.reduceSlices(mm.c, out, slices, mm.M, mm.N, acc, hasBias, biasGrad, bias)
+		be.reduceSlices(mm.c, out, slices, mm.M, mm.N, acc, hasBias, biasGrad, bias, mm.epilogue, ep)
 	}
 }
 
@@ -162,13 +171,13 @@ func matmulKernel(M, N int) (entry string, tile int) {
 	return "main64", 64
 }
 
-// reduceSlices records C = Σ_s part[s] (+ C if acc) (+ bias[j] to every row if hasBias) for
-// C [M, N] and part [slices, M, N], slices added in order (matmul.wgsl's reduce); with
-// biasGrad, part has a row M more, which is added to bias.
-func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int, acc, hasBias, biasGrad uint32, bias *tensor) {
+// reduceSlices records C = Σ_s part[s] (+ C if acc) (+ bias[j] to every row if hasBias) (then
+// the epilogue, with ep) for C [M, N] and part [slices, M, N], slices added in order
+// (matmul.wgsl's reduce); with biasGrad, part has a row M more, which is added to bias.
+func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int, acc, hasBias, biasGrad uint32, bias *tensor, epilogue uint32, ep *tensor) {
 	x, y := be.grid(min(((M+int(biasGrad))*N+255)/256, 4096))
-	be.run(be.kernel("matmul", "reduce", 4, 0), []uint32{uint32(M), uint32(N), 0, acc, hasBias, uint32(slices), 0, 0, 0, biasGrad},
-		[]*tensor{c, part, be.unused(3), bias}, x, y)
+	be.run(be.kernel("matmul", "reduce", 5, 0), []uint32{uint32(M), uint32(N), 0, acc, hasBias, uint32(slices), 0, 0, 0, biasGrad, epilogue},
+		[]*tensor{c, part, be.unused(3), bias, ep}, x, y)
 }
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
@@ -186,9 +195,10 @@ func splitK(tiles, K, elems int) int {
 // AddBias implements backend.Backend. Right after a product into out it is fused into it.
 func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 	o := ten(out)
-	if mm := be.mm; mm != nil && !mm.accumulate && mm.c.buf == o.buf && mm.c.off == o.off && mm.M == N && mm.N == C {
+	if mm := be.mm; mm != nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone && same(mm.c, o) && mm.M == N && mm.N == C {
 		be.mm = nil
-		be.recordMatmul(mm, ten(bias))
+		mm.bias = ten(bias)
+		be.recordMatmul(mm)
 		return
 	}
 	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), nil, N*C)
@@ -199,11 +209,11 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 // dout) it is fused into that product (see fuseBiasGrad).
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	d, db := ten(dout), ten(dbias)
-	if mm := be.mm; mm != nil && mm.accumulate && mm.l == backend.TN && mm.b.buf == d.buf && mm.b.off == d.off &&
+	if mm := be.mm; mm != nil && mm.accumulate && mm.l == backend.TN && same(mm.b, d) &&
 		mm.K == N && mm.N == C && !overlaps(db, mm.c) && !overlaps(db, mm.a) && !overlaps(db, mm.b) && fuseBiasGrad(mm.M, mm.N, mm.K) {
 		be.mm = nil
 		mm.dbias = db.view(0, C)
-		be.recordMatmul(mm, nil)
+		be.recordMatmul(mm)
 		return
 	}
 	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
@@ -219,28 +229,40 @@ func fuseBiasGrad(M, N, K int) bool {
 	return M%tile != 0 || M*N*K < 1<<28
 }
 
-// Linear implements backend.Backend: the product and bias run as one dispatch (see MatMul),
-// the GELU and its derivative as a second.
+// Linear implements backend.Backend: the product, the bias and the GELU run as one dispatch.
 func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
-	be.MatMul(out, in, w, N, OC, IC, backend.NN, false)
-	be.AddBias(out, bias, N, OC)
+	be.settle()
+	mm := &matmulCall{c: ten(out), a: ten(in), b: ten(w), M: N, N: OC, K: IC, l: backend.NN, bias: ten(bias)}
 	switch {
 	case act == nil:
 	case act == out:
-		be.GELU(out, out, N*OC)
+		mm.epilogue = epGELU
 	default:
-		be.elementwise("gelu_both", []uint32{uint32(N * OC)}, ten(act), ten(out), nil, N*OC)
+		mm.epilogue, mm.ep = epGELUBoth, ten(act)
 	}
+	be.recordMatmul(mm)
 }
 
-// Mul implements backend.Backend. In place (out is a or b) it binds out once, instead of
-// copying the input it aliases to scratch.
+// same reports whether a and b start at the same element of the same buffer.
+func same(a, b *tensor) bool { return a.buf == b.buf && a.off == b.off }
+
+// Mul implements backend.Backend. Right after a product into out that it multiplies in place it
+// is fused into that product (see MatMul). In place (out is a or b) it binds out once, instead
+// of copying the input it aliases to scratch.
 func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 	o, x, y := ten(out), ten(a), ten(b)
-	if y.buf == o.buf && y.off == o.off {
+	if same(y, o) {
 		x, y = y, x
 	}
-	if x.buf == o.buf && x.off == o.off && !overlaps(y, o) {
+	if mm := be.mm; mm != nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone &&
+		same(x, o) && same(mm.c, o) && n == mm.M*mm.N &&
+		!overlaps(y, mm.c) && !overlaps(y, mm.a) && !overlaps(y, mm.b) {
+		be.mm = nil
+		mm.epilogue, mm.ep = epMul, y
+		be.recordMatmul(mm)
+		return
+	}
+	if same(x, o) && !overlaps(y, o) {
 		be.elementwise("mul_into", []uint32{uint32(n)}, o, y, nil, n)
 		return
 	}
@@ -278,7 +300,7 @@ func (be *Backend) Add(out, a, b backend.Tensor, n int) {
 func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
 	o, i := ten(out), ten(in)
 	if p == 0 {
-		if o.buf != i.buf || o.off != i.off {
+		if !same(o, i) {
 			be.Copy(out, in, n)
 		}
 		return
@@ -361,7 +383,7 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
 	if S > 1 {
 		for _, t := range [][2]*tensor{{ten(dq), pq}, {ten(dk), pk}, {ten(dv), pv}} {
-			be.reduceSlices(t[0], t[1], S, 1, B*T*C, 0, 0, 0, be.unused(4))
+			be.reduceSlices(t[0], t[1], S, 1, B*T*C, 0, 0, 0, be.unused(4), epNone, be.unused(5))
 		}
 	}
 }
@@ -402,7 +424,7 @@ func (be *Backend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor,
 	if dlogits != nil {
 		grad, d = 1, ten(dlogits)
 		switch {
-		case d.buf == l.buf && d.off == l.off: // in place: the kernel reads the logits from dlogits
+		case same(d, l): // in place: the kernel reads the logits from dlogits
 			grad, l = 2, be.unused(3)
 		case overlaps(d, l):
 			l = be.copyToScratch("crossentropy logits", l, N*V)
@@ -489,7 +511,7 @@ func (a adamUpdate) joins(u adamUpdate) bool {
 	ha, hu := a.h, u.h
 	ha.WeightDecay, hu.WeightDecay = 0, 0
 	return ha == hu && a.p.buf == u.p.buf && a.g.buf == u.g.buf && a.m.buf == u.m.buf && a.v.buf == u.v.buf &&
-		a.sumsq.buf == u.sumsq.buf && a.sumsq.off == u.sumsq.off
+		same(a.sumsq, u.sumsq)
 }
 
 func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
@@ -503,7 +525,7 @@ func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 func (be *Backend) settle() {
 	if mm := be.mm; mm != nil {
 		be.mm = nil
-		be.recordMatmul(mm, nil)
+		be.recordMatmul(mm)
 	}
 	us := be.adam
 	if len(us) == 0 {

@@ -269,6 +269,14 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 		return nil
 	}
 	code := string(src)
+	if file == "matmul" || file == "elementwise" { // both end some products in a GELU
+		gelu, err := shaders.ReadFile("wgsl/gelu.wgsl")
+		if err != nil {
+			be.fail(err)
+			return nil
+		}
+		code = string(gelu) + "\n" + code
+	}
 	switch file {
 	case "attention":
 		// variant is the head size (≤ 64: unrolled) or 0 (any size up to 256).

@@ -1,6 +1,7 @@
 // Matrix product C = op(A)·op(B) (+ C with accumulate) (+ bias[j] with hasBias, a linear
-// layer's bias fused into the product), C [M, N], inner dimension K, in the three layouts of
-// backend.Layout: NN (A [M,K], B [K,N]), NT (B [N,K]) and TN (A [K,M]).
+// layer's bias fused into the product) (then a GELU, or a product with another matrix: the
+// epilogue), C [M, N], inner dimension K, in the three layouts of backend.Layout: NN (A [M,K],
+// B [K,N]), NT (B [N,K]) and TN (A [K,M]).
 //
 // A product with few tiles of C and a long K (a weight gradient: C is a weight matrix, K the
 // batch's tokens) would keep most of the GPU idle, so K can be split into slices: each
@@ -31,6 +32,8 @@ struct Params {
                  // which matters where compiling is slow, as on lavapipe)
     biasGrad: u32, // 1: op(A) has a row M of ones, whose product row 1ᵀ·op(B) is added to
                    // bias (a linear layer's bias gradient, fused into its weight gradient)
+    epilogue: u32, // what becomes of each finished x (after accumulate and bias): 0 C = x;
+                   // 1 C = GELU'(x) and E = GELU(x); 2 C = GELU(x); 3 C = x·E (see finish)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,6 +41,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> a: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> ep: array<f32>; // E, [M, N], for epilogues 1 and 3
 
 
 // loadA returns op(A)(i, k), 0 outside the matrix or past kEnd (1 in the row of ones).
@@ -77,14 +81,37 @@ fn store(i: u32, j: u32, s: u32, v: f32) {
         bias[j] += v;
         return;
     }
+    finish(i * p.N + j, j, v);
+}
+
+// finish writes element e (column j) of C given its product v: plus C with accumulate, plus
+// bias[j] with hasBias, then the epilogue: a linear layer's GELU (keeping GELU' in C for the
+// backward pass, as elementwise.wgsl's gelu_both does) or the product with E (the gradient
+// through a GELU, as mul does).
+fn finish(e: u32, j: u32, v: f32) {
     var x = v;
     if (p.accumulate != 0u) {
-        x += c[i * p.N + j];
+        x += c[e];
     }
     if (p.hasBias != 0u) {
         x += bias[j];
     }
-    c[i * p.N + j] = x;
+    switch p.epilogue {
+        case 1u: {
+            let cdf = normalCDF(x);
+            ep[e] = x * cdf;
+            c[e] = geluGrad(x, cdf);
+        }
+        case 2u: {
+            c[e] = x * normalCDF(x);
+        }
+        case 3u: {
+            c[e] = x * ep[e];
+        }
+        default: {
+            c[e] = x;
+        }
+    }
 }
 
 // tileIndex returns where element e (0..1023) of the copy of a tile×bk block goes: (row or
@@ -268,7 +295,7 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
 }
 
 // reduce finishes a product whose K was split: C(i, j) = Σ_s partial_s(i, j) (+ C with
-// accumulate) (+ bias[j]), slices summed in order; with biasGrad, the partial sums' row M is
+// accumulate) (+ bias[j]) (and the epilogue), slices summed in order; with biasGrad, the partial sums' row M is
 // added to bias. The partial sums are in the binding of a (kSlice holds the number of slices
 // here).
 @compute @workgroup_size(256)
@@ -284,12 +311,6 @@ fn reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
             bias[e - MN] += v;
             continue;
         }
-        if (p.accumulate != 0u) {
-            v += c[e];
-        }
-        if (p.hasBias != 0u) {
-            v += bias[e % p.N];
-        }
-        c[e] = v;
+        finish(e, e % p.N, v);
     }
 }
