@@ -62,8 +62,9 @@ func (be *Backend) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int)
 func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C int) {
 	N := B * T
 	V := ten(dwte).n / C
+	x, y := be.grid(V * ((C + 63) / 64))
 	be.run(be.kernel("encoder", "backward_wte", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(V)},
-		[]*tensor{ten(dwte), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(V*C), 1)
+		[]*tensor{ten(dwte), ten(tok), ten(dout), be.unused(4)}, x, y)
 	be.run(be.kernel("encoder", "backward_wpe", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(T)},
 		[]*tensor{ten(dwpe), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(T*C), 1)
 }

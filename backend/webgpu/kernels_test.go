@@ -212,7 +212,8 @@ func TestMatMulBiasGrad(t *testing.T) {
 func TestEncoder(t *testing.T) {
 	e := newEnv(t, 2)
 	const V = 256
-	for _, s := range [][4]int{{3, 7, 0, 37}, {2, 5, 11, 48}, {1, 1, 0, 1}} {
+	// 3×700 rows: more than backward_wte lists in one round; 70 columns: two column blocks.
+	for _, s := range [][4]int{{3, 7, 0, 37}, {2, 5, 11, 48}, {1, 1, 0, 1}, {3, 700, 0, 70}} {
 		B, T, pos0, C := s[0], s[1], s[2], s[3]
 		ctx := pos0 + T
 		wte, wpe := e.in(e.randn(V*C, 1)), e.in(e.randn(ctx*C, 1))
