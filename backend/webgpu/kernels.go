@@ -89,10 +89,16 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 // multiplies C elementwise by another tensor (the gradient through a GELU) or adds the bias
 // gradient from the same output gradient (a linear layer's backward pass), both run as one
 // dispatch (see AddBias, Mul, BiasBackward and settle). The arithmetic is that of the two
-// kernels in turn, but for the order in which a bias gradient's terms are added.
+// kernels in turn, but for the order in which a bias gradient's terms are added. A weight
+// gradient that follows its layer's input gradient (same output gradient, nothing shared that
+// either writes) is held with it, and the two run side by side in one dispatch (dual64).
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	be.settle()
 	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}
+	if be.mm != nil && be.mm2 == nil && len(be.adam) == 0 && pairs(be.mm, mm) {
+		be.mm2 = mm
+		return
+	}
+	be.settle()
 	if accumulate && l != backend.TN {
 		be.recordMatmul(mm)
 		return
@@ -120,22 +126,56 @@ const (
 	epMul
 )
 
-// recordMatmul records mm.
-func (be *Backend) recordMatmul(mm *matmulCall) {
-	acc, hasBias, bias, ep := uint32(0), uint32(0), mm.bias, mm.ep
+// pairs reports whether p2 can run in one dispatch with the held product p1 (dual64): p2 is a
+// weight gradient whose second operand is p1's first (a linear layer's output gradient), both
+// use 64-tiles (with or without p2's row of bias-gradient ones), and neither writes what the
+// other reads or writes.
+func pairs(p1, p2 *matmulCall) bool {
+	if p2.l != backend.TN || !p2.accumulate || p1.l == backend.TN || !same(p2.b, p1.a) ||
+		p1.bias != nil || p1.dbias != nil || p1.epilogue != epNone {
+		return false
+	}
+	for _, rows := range []int{p1.M, p2.M, p2.M + 1} {
+		n := p1.N
+		if rows != p1.M {
+			n = p2.N
+		}
+		if e, _ := matmulKernel(rows, n); e != "main64" {
+			return false
+		}
+	}
+	ts := []*tensor{p1.c, p1.a, p1.b, p2.c, p2.a}
+	for i, t := range ts {
+		for _, u := range ts[:i] {
+			if overlaps(t, u) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// launch is how a product runs: its kernel, its grid of tiles, where its sums go and its
+// parameter words (matmul.wgsl's Prob).
+type launch struct {
+	entry                  string
+	tilesM, tilesN, slices int
+	out                    *tensor // C, or the partial sums when K is split
+	bias, ep               *tensor // bound as bias and ep (nil: not used)
+	prob                   []uint32
+}
+
+// plan lays out mm's launch; partial sums, if K is split, go to the scratch tensor named part.
+func (be *Backend) plan(mm *matmulCall, part string) launch {
+	acc, hasBias := uint32(0), uint32(0)
 	if mm.accumulate {
 		acc = 1
 	}
-	if bias != nil {
+	if mm.bias != nil {
 		hasBias = 1
-	} else {
-		bias = be.unused(4)
-	}
-	if ep == nil {
-		ep = be.unused(5)
 	}
 	// A bias gradient is one more row of C, from a row of ones in op(A) (matmul.wgsl).
-	rows, biasGrad := mm.M, uint32(0)
+	rows, biasGrad, bias := mm.M, uint32(0), mm.bias
 	if mm.dbias != nil {
 		rows, biasGrad, bias = mm.M+1, 1, mm.dbias
 	}
@@ -143,19 +183,74 @@ func (be *Backend) recordMatmul(mm *matmulCall) {
 	tilesM, tilesN := (rows+tile-1)/tile, (mm.N+tile-1)/tile
 	slices := splitK(tilesM*tilesN, mm.K, rows*mm.N)
 	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
-	// each slice's partial sums (ignoring both) and reduceSlices finishes C.
+	// each slice's partial sums (ignoring both) and a reduce kernel finishes C.
 	out, kSlice, split := mm.c, mm.K, uint32(0)
 	if slices > 1 {
 		kSlice = (mm.K + slices - 1) / slices
 		kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
 		slices = (mm.K + kSlice - 1) / kSlice
-		out, split = be.scratchTensor("matmul partial sums", slices*rows*mm.N), 1
+		out, split = be.scratchTensor(part, slices*rows*mm.N), 1
 	}
-	be.run(be.kernel("matmul", entry, 5, 0), []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split, uint32(mm.l), biasGrad, mm.epilogue},
-		[]*tensor{out, mm.a, mm.b, bias, ep}, tilesN, tilesM*slices)
-	if slices > 1 {
-		be.reduceSlices(mm.c, out, slices, mm.M, mm.N, acc, hasBias, biasGrad, bias, mm.epilogue, ep)
+	return launch{entry: entry, tilesM: tilesM, tilesN: tilesN, slices: slices, out: out, bias: bias, ep: mm.ep,
+		prob: []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split,
+			uint32(mm.l), biasGrad, mm.epilogue, uint32(tilesN)}}
+}
+
+// reduceProb returns the Prob words with which reduce finishes l's product (slices 0: nothing
+// to do).
+func (l launch) reduceProb(slices int) []uint32 {
+	p := append([]uint32(nil), l.prob...)
+	p[2], p[5], p[6], p[7], p[8] = 0, uint32(slices), 0, 0, 0
+	return p
+}
+
+// or returns t, or the unused binding i if t is nil.
+func (be *Backend) or(t *tensor, i int) *tensor {
+	if t == nil {
+		return be.unused(i)
 	}
+	return t
+}
+
+// recordMatmul records mm.
+func (be *Backend) recordMatmul(mm *matmulCall) {
+	l := be.plan(mm, "matmul partial sums")
+	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
+	be.run(be.kernel("matmul", l.entry, 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
+	if l.slices > 1 {
+		x, y := be.grid(min((int(l.prob[0]+l.prob[9])*int(l.prob[1])+255)/256, 4096))
+		be.run(be.kernel("matmul", "reduce", 5, 0), l.reduceProb(l.slices), []*tensor{mm.c, l.out, be.unused(3), bias, ep}, x, y)
+	}
+}
+
+// recordDual records the products held as a pair (see pairs) as one dispatch of dual64, and
+// the reduce of whichever of them split K as one of reduce2.
+func (be *Backend) recordDual(m1, m2 *matmulCall) {
+	l1, l2 := be.plan(m1, "matmul partial sums"), be.plan(m2, "matmul partial sums 2")
+	n1, n2 := l1.tilesN*l1.tilesM*l1.slices, l2.tilesN*l2.tilesM*l2.slices
+	bias, ep := be.or(l2.bias, 4), be.or(l1.ep, 5)
+	prm := append(append(append([]uint32(nil), l1.prob...), l2.prob...), uint32(n1), uint32(n2))
+	x, y := be.grid(n1 + n2)
+	be.run(be.kernel("matmul", "dual64", 7, 0), prm, []*tensor{l1.out, m1.a, m1.b, bias, ep, l2.out, m2.a}, x, y)
+	if l1.slices == 1 && l2.slices == 1 {
+		return
+	}
+	part1, part2, s1, s2 := be.unused(2), be.unused(7), 0, 0
+	if l1.slices > 1 {
+		part1, s1 = l1.out, l1.slices
+	}
+	if l2.slices > 1 {
+		part2, s2 = l2.out, l2.slices
+	}
+	elems := 0
+	for _, l := range []launch{l1, l2} {
+		if l.slices > 1 {
+			elems += int(l.prob[0]+l.prob[9]) * int(l.prob[1])
+		}
+	}
+	prm = append(append(l1.reduceProb(s1), l2.reduceProb(s2)...), 0, 0)
+	x, y = be.grid(min((elems+255)/256, 4096))
+	be.run(be.kernel("matmul", "reduce2", 7, 0), prm, []*tensor{m1.c, part1, be.unused(3), bias, ep, m2.c, part2}, x, y)
 }
 
 // forceTile, when not 0, makes every product use the kernel of that tile size (64 or 128), for
@@ -172,13 +267,12 @@ func matmulKernel(M, N int) (entry string, tile int) {
 	return "main64", 64
 }
 
-// reduceSlices records C = Σ_s part[s] (+ C if acc) (+ bias[j] to every row if hasBias) (then
-// the epilogue, with ep) for C [M, N] and part [slices, M, N], slices added in order
-// (matmul.wgsl's reduce); with biasGrad, part has a row M more, which is added to bias.
-func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int, acc, hasBias, biasGrad uint32, bias *tensor, epilogue uint32, ep *tensor) {
-	x, y := be.grid(min(((M+int(biasGrad))*N+255)/256, 4096))
-	be.run(be.kernel("matmul", "reduce", 5, 0), []uint32{uint32(M), uint32(N), 0, acc, hasBias, uint32(slices), 0, 0, 0, biasGrad, epilogue},
-		[]*tensor{c, part, be.unused(3), bias, ep}, x, y)
+// reduceSlices records C = Σ_s part[s] for C [M, N] and part [slices, M, N], slices added
+// in order (matmul.wgsl's reduce).
+func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int) {
+	x, y := be.grid(min((M*N+255)/256, 4096))
+	be.run(be.kernel("matmul", "reduce", 5, 0), []uint32{uint32(M), uint32(N), 0, 0, 0, uint32(slices), 0, 0, 0, 0, epNone, 0},
+		[]*tensor{c, part, be.unused(3), be.unused(4), be.unused(5)}, x, y)
 }
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
@@ -196,7 +290,7 @@ func splitK(tiles, K, elems int) int {
 // AddBias implements backend.Backend. Right after a product into out it is fused into it.
 func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 	o := ten(out)
-	if mm := be.mm; mm != nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone && same(mm.c, o) && mm.M == N && mm.N == C {
+	if mm := be.mm; mm != nil && be.mm2 == nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone && same(mm.c, o) && mm.M == N && mm.N == C {
 		be.mm = nil
 		mm.bias = ten(bias)
 		be.recordMatmul(mm)
@@ -207,14 +301,22 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 
 // BiasBackward implements backend.Backend.
 // Right after the weight gradient of the same layer (a TN product adding into dW from the same
-// dout) it is fused into that product (see fuseBiasGrad).
+// dout, held alone or as the second of a pair) it is fused into that product (see
+// fuseBiasGrad).
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	d, db := ten(dout), ten(dbias)
-	if mm := be.mm; mm != nil && mm.accumulate && mm.l == backend.TN && same(mm.b, d) &&
-		mm.K == N && mm.N == C && !overlaps(db, mm.c) && !overlaps(db, mm.a) && !overlaps(db, mm.b) && fuseBiasGrad(mm.M, mm.N, mm.K) {
-		be.mm = nil
+	mm, other := be.mm, (*matmulCall)(nil)
+	if be.mm2 != nil {
+		mm, other = be.mm2, be.mm
+	}
+	if mm != nil && mm.accumulate && mm.l == backend.TN && same(mm.b, d) && mm.dbias == nil &&
+		mm.K == N && mm.N == C && !overlaps(db, mm.c) && !overlaps(db, mm.a) && !overlaps(db, mm.b) && fuseBiasGrad(mm.M, mm.N, mm.K) &&
+		(other == nil || !overlaps(db, other.c) && !overlaps(db, other.a) && !overlaps(db, other.b)) {
 		mm.dbias = db.view(0, C)
-		be.recordMatmul(mm)
+		if other == nil {
+			be.mm = nil
+			be.recordMatmul(mm)
+		}
 		return
 	}
 	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
@@ -257,10 +359,13 @@ func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 	}
 	if mm := be.mm; mm != nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone &&
 		same(x, o) && same(mm.c, o) && n == mm.M*mm.N &&
-		!overlaps(y, mm.c) && !overlaps(y, mm.a) && !overlaps(y, mm.b) {
-		be.mm = nil
+		!overlaps(y, mm.c) && !overlaps(y, mm.a) && !overlaps(y, mm.b) &&
+		(be.mm2 == nil || !overlaps(y, be.mm2.c) && (be.mm2.dbias == nil || !overlaps(y, be.mm2.dbias))) {
 		mm.epilogue, mm.ep = epMul, y
-		be.recordMatmul(mm)
+		if be.mm2 == nil {
+			be.mm = nil
+			be.recordMatmul(mm)
+		}
 		return
 	}
 	if same(x, o) && !overlaps(y, o) {
@@ -384,7 +489,7 @@ func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend
 		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
 	if S > 1 {
 		for _, t := range [][2]*tensor{{ten(dq), pq}, {ten(dk), pk}, {ten(dv), pv}} {
-			be.reduceSlices(t[0], t[1], S, 1, B*T*C, 0, 0, 0, be.unused(4), epNone, be.unused(5))
+			be.reduceSlices(t[0], t[1], S, 1, B*T*C)
 		}
 	}
 }
@@ -524,9 +629,13 @@ func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 // settle records the held-back product and the gathered AdamW calls. Every other operation
 // calls it first, so they keep their place in the stream.
 func (be *Backend) settle() {
-	if mm := be.mm; mm != nil {
-		be.mm = nil
-		be.recordMatmul(mm)
+	if mm, mm2 := be.mm, be.mm2; mm != nil {
+		be.mm, be.mm2 = nil, nil
+		if mm2 != nil {
+			be.recordDual(mm, mm2)
+		} else {
+			be.recordMatmul(mm)
+		}
 	}
 	us := be.adam
 	if len(us) == 0 {

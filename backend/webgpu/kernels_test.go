@@ -790,3 +790,51 @@ func TestEpilogues(t *testing.T) {
 		}
 	}
 }
+
+// A linear layer's backward pass: the input gradient (NT), the weight gradient (TN, adding into
+// dW) and the bias gradient from the same output gradient, then the input gradient multiplied
+// in place (through a GELU), run as one dual64 dispatch (and one reduce2 where K is split),
+// equal to the CPU's kernels in turn. Shapes with neither, one or both products split; dW and
+// db are views of one flat gradient tensor, as in the model.
+func TestLinearBackwardPair(t *testing.T) {
+	e := newEnv(t, 19)
+	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 300, 53, 2}, {96, 288, 1024, 2}} {
+		IC, OC, N := s[0], s[1], s[2]
+		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
+		dbOff := (IC*OC + 63) / 64 * 64
+		grads := e.in(e.randn(dbOff+OC, 1))
+		w, in, dout, f := e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1)), e.in(e.randn(N*IC, 1))
+		view := func(off, n int) pair { return pair{e.g.Slice(grads.g, off, n), cpuBE.Slice(grads.c, off, n)} }
+		dw, db := view(0, IC*OC), view(dbOff, OC)
+		din := e.out(N * IC)
+		for _, mul := range []bool{false, true} {
+			for _, x := range []struct {
+				be backend.Backend
+				i  int
+			}{{e.g, 0}, {cpuBE, 1}} {
+				pick := func(p pair) backend.Tensor { return [2]backend.Tensor{p.g, p.c}[x.i] }
+				x.be.MatMul(pick(din), pick(dout), pick(w), N, IC, OC, backend.NT, false)
+				x.be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
+				x.be.BiasBackward(pick(db), pick(dout), N, OC)
+				if mul {
+					x.be.Mul(pick(din), pick(din), pick(f), N*IC)
+				}
+			}
+			e.check(fmt.Sprintf("%s mul=%v input gradient", name, mul), din, 1e-5*math.Sqrt(float64(OC)))
+			e.check(fmt.Sprintf("%s mul=%v weight and bias gradients", name, mul), grads, 1e-5*math.Sqrt(float64(N)))
+		}
+
+		// One product dispatch for both, and one reduce if either splits K.
+		e.g.settle()
+		d0 := e.g.dev.Stats().Dispatches
+		e.g.MatMul(din.g, dout.g, w.g, N, IC, OC, backend.NT, false)
+		e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
+		e.g.BiasBackward(db.g, dout.g, N, OC)
+		e.g.Mul(din.g, din.g, f.g, N*IC)
+		e.g.settle()
+		if n := e.g.dev.Stats().Dispatches - d0; n != s[3] {
+			t.Errorf("%s: %d dispatches for the pair, want %d", name, n, s[3])
+		}
+	}
+}

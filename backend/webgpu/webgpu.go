@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -128,7 +129,8 @@ type Backend struct {
 	hostBuf []byte
 	later   []laterRead // DownloadLater's reads, for Await
 
-	mm   *matmulCall  // a product held back to fuse with a bias (see MatMul, settle)
+	mm   *matmulCall  // a product held back to fuse with what follows (see MatMul, settle)
+	mm2  *matmulCall  // a second product held with mm, to run in one dispatch with it
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
 
 	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds
@@ -276,6 +278,9 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 			return nil
 		}
 		code = string(gelu) + "\n" + code
+	}
+	if file == "matmul" {
+		code += problem2(code)
 	}
 	switch file {
 	case "attention":
@@ -601,3 +606,26 @@ func (be *Backend) Profile(per int) string {
 // SyncEach makes every kernel run its own submit, waited for, so that Profile gives the time
 // of each kernel (with a submit and a wait of overhead each). For profiling only.
 func (be *Backend) SyncEach(on bool) { be.dev.SyncEach(on) }
+
+// problem2 returns the copy of matmul.wgsl's functions between "PROBLEM BEGIN" and "PROBLEM
+// END" that computes the second product of dual64: each function's name with "_2" added,
+// parameters from prm.p2, C in c2, A in a2 and B in a (the first product's A).
+func problem2(code string) string {
+	const begin, end = "// PROBLEM BEGIN", "// PROBLEM END"
+	i, j := strings.Index(code, begin), strings.Index(code, end)
+	if i < 0 || j < i {
+		return ""
+	}
+	sec := code[i+len(begin) : j]
+	sec = problemNames.ReplaceAllString(sec, "${1}_2(")
+	sec = strings.ReplaceAll(sec, "prm.p1.", "prm.p2.")
+	sec = problemArrays.ReplaceAllStringFunc(sec, func(s string) string {
+		return map[string]string{"a[": "a2[", "b[": "a[", "c[": "c2["}[s]
+	})
+	return "\n// The second product's copy (webgpu.go, problem2).\n" + sec
+}
+
+var (
+	problemNames  = regexp.MustCompile(`\b(loadA|loadB|store|finish|fetchA|fetchB|store4|tile64|reduceOne)\(`)
+	problemArrays = regexp.MustCompile(`\b[abc]\[`)
+)

@@ -18,15 +18,27 @@
 // + q of the tile (and, in main128, rows and columns 64 further). Every element of C is summed
 // in k order. The register blocks are named vec4 variables: an array indexed in loops (the
 // first 8×8 kernel) was spilled to memory by NVIDIA's driver and ran at 2 TFLOP/s on an H100.
+//
+// dual64 runs two independent products in one dispatch, each workgroup a tile of one of them:
+// a linear layer's input gradient (C = dY·Wᵀ) and weight gradient (C2 = Xᵀ·dY), whose second
+// operand is the first one's first (dY). Products that size keep most of a large GPU idle, so
+// the two run side by side instead of one after the other; reduce2 finishes both where they
+// were split. The functions between "PROBLEM BEGIN" and "PROBLEM END" are written for the
+// first product (prm.p1; C, A, B in c, a, b); the Go side appends a copy of them for the
+// second, each name with "_2" added, reading prm.p2 and c2, a2, a (webgpu.go, problem2).
+// (Helpers that took the problem as a parameter instead made every product a quarter slower
+// on an H200.)
 
-struct Params {
+// Prob is one product's parameters.
+struct Prob {
     M: u32,
     N: u32,
     K: u32,
     accumulate: u32,
     hasBias: u32,
     kSlice: u32, // split K: each workgroup sums k in [s·kSlice, (s+1)·kSlice) of its slice s
-    tilesM: u32, // tile rows: workgroup row wg.y is slice wg.y / tilesM, tile row wg.y % tilesM
+                 // (reduce: the number of slices)
+    tilesM: u32, // tile rows: workgroup row y is slice y / tilesM, tile row y % tilesM
     split: u32,  // 1: write slice s's partial sums to c[s·M·N ...] (no accumulate, no bias)
     layout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
                  // which matters where compiling is slow, as on lavapipe)
@@ -34,85 +46,25 @@ struct Params {
                    // bias (a linear layer's bias gradient, fused into its weight gradient)
     epilogue: u32, // what becomes of each finished x (after accumulate and bias): 0 C = x;
                    // 1 C = GELU'(x) and E = GELU(x); 2 C = GELU(x); 3 C = x·E (see finish)
+    tilesN: u32, // tile columns (dual64, reduce2)
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
+struct Params {
+    p1: Prob,
+    p2: Prob,     // dual64 and reduce2: the second product
+    count1: u32,  // dual64: workgroups of the first product
+    count2: u32,  // dual64: workgroups of the second
+}
+
+@group(0) @binding(0) var<uniform> prm: Params;
 @group(0) @binding(1) var<storage, read_write> c: array<f32>;
 @group(0) @binding(2) var<storage, read_write> a: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(5) var<storage, read_write> ep: array<f32>; // E, [M, N], for epilogues 1 and 3
-
-
-// loadA returns op(A)(i, k), 0 outside the matrix or past kEnd (1 in the row of ones).
-fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
-    if (k >= kEnd) {
-        return 0.0;
-    }
-    if (i >= p.M) {
-        return select(0.0, 1.0, i == p.M && p.biasGrad != 0u);
-    }
-    if (p.layout == 2u) {
-        return a[k * p.M + i];
-    }
-    return a[i * p.K + k];
-}
-
-// loadB returns op(B)(k, j), 0 outside the matrix or past kEnd.
-fn loadB(k: u32, j: u32, kEnd: u32) -> f32 {
-    if (k >= kEnd || j >= p.N) {
-        return 0.0;
-    }
-    if (p.layout == 1u) {
-        return b[j * p.K + k];
-    }
-    return b[k * p.N + j];
-}
-
-// store writes the finished sum v of C(i, j): a partial sum of slice s when splitting K
-// (slices of M + biasGrad rows), otherwise with accumulate and bias; row M (biasGrad) is added
-// to bias.
-fn store(i: u32, j: u32, s: u32, v: f32) {
-    if (p.split != 0u) {
-        c[(s * (p.M + p.biasGrad) + i) * p.N + j] = v;
-        return;
-    }
-    if (i == p.M) {
-        bias[j] += v;
-        return;
-    }
-    finish(i * p.N + j, j, v);
-}
-
-// finish writes element e (column j) of C given its product v: plus C with accumulate, plus
-// bias[j] with hasBias, then the epilogue: a linear layer's GELU (keeping GELU' in C for the
-// backward pass, as elementwise.wgsl's gelu_both does) or the product with E (the gradient
-// through a GELU, as mul does).
-fn finish(e: u32, j: u32, v: f32) {
-    var x = v;
-    if (p.accumulate != 0u) {
-        x += c[e];
-    }
-    if (p.hasBias != 0u) {
-        x += bias[j];
-    }
-    switch p.epilogue {
-        case 1u: {
-            let cdf = normalCDF(x);
-            ep[e] = x * cdf;
-            c[e] = geluGrad(x, cdf);
-        }
-        case 2u: {
-            c[e] = x * normalCDF(x);
-        }
-        case 3u: {
-            c[e] = x * ep[e];
-        }
-        default: {
-            c[e] = x;
-        }
-    }
-}
+// dual64 and reduce2: the second product's C and A (its B is the first one's A).
+@group(0) @binding(6) var<storage, read_write> c2: array<f32>;
+@group(0) @binding(7) var<storage, read_write> a2: array<f32>;
 
 // tileIndex returns where element e (0..1023) of the copy of a tile×bk block goes: (row or
 // column of the tile, k within the block), consecutive e following the operand's memory
@@ -122,39 +74,6 @@ fn tileIndex(e: u32, kFast: bool, tile: u32, bk: u32) -> vec2<u32> {
         return vec2<u32>(e / bk, e % bk);
     }
     return vec2<u32>(e % tile, e / tile);
-}
-
-// fetchA returns elements tid + 256·e (e < 4) of the tile×bk block of A at rows row0 and
-// inner index k0, fetchB those of the bk×tile block of B at columns col0; put stores them in
-// the workgroup's tiles.
-fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
-    let i0 = tileIndex(tid, kFast, tile, bk);
-    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
-    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
-    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
-    return vec4<f32>(loadA(row0 + i0.x, k0 + i0.y, kEnd), loadA(row0 + i1.x, k0 + i1.y, kEnd),
-        loadA(row0 + i2.x, k0 + i2.y, kEnd), loadA(row0 + i3.x, k0 + i3.y, kEnd));
-}
-
-fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
-    let i0 = tileIndex(tid, kFast, tile, bk);
-    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
-    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
-    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
-    return vec4<f32>(loadB(k0 + i0.y, col0 + i0.x, kEnd), loadB(k0 + i1.y, col0 + i1.x, kEnd),
-        loadB(k0 + i2.y, col0 + i2.x, kEnd), loadB(k0 + i3.y, col0 + i3.x, kEnd));
-}
-
-// store4 stores C(i, j + q) = v[q] for the q < 4 inside the matrix (and its row of ones).
-fn store4(i: u32, j: u32, s: u32, v: vec4<f32>) {
-    if (i >= p.M + p.biasGrad) {
-        return;
-    }
-    for (var q = 0u; q < 4u; q++) {
-        if (j + q < p.N) {
-            store(i, j + q, s, v[q]);
-        }
-    }
 }
 
 // The workgroup's tiles of A and B, shared by both kernels (each pipeline uses one kernel): k row
@@ -183,6 +102,12 @@ fn put(tid: u32, kFast: bool, v: vec4<f32>, isA: bool, tile: u32, bk: u32, row: 
     }
 }
 
+// main64: 64×64 tiles, blocks of 16 along k; per step of k a thread reads one vec4 of A and one
+// of B for 16 multiply-adds.
+const TILE64: u32 = 64u;
+const BK64: u32 = 16u;
+const ROW64: u32 = 17u; // vec4 per k row of a tile: 16 and one of padding
+
 // main128: 128×128 tiles, blocks of 8 along k; per step of k a thread reads two vec4 of A and two
 // of B for 64 multiply-adds. The tiles' k rows are padded to 33 vec4 (main64's to 17) so that
 // copies along k hit distinct memory banks.
@@ -192,13 +117,13 @@ const ROW128: u32 = 33u; // vec4 per k row of a tile: 32 and one of padding
 
 @compute @workgroup_size(16, 16)
 fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let slice = wg.y / p.tilesM;
-    let row0 = (wg.y % p.tilesM) * TILE128;
+    let slice = wg.y / prm.p1.tilesM;
+    let row0 = (wg.y % prm.p1.tilesM) * TILE128;
     let col0 = wg.x * TILE128;
     let tid = lid.y * 16u + lid.x;
-    let aFast = p.layout != 2u; // A [M, K]: consecutive k
-    let bFast = p.layout == 1u; // B [N, K]: consecutive k
-    let kEnd = min(p.K, (slice + 1u) * p.kSlice);
+    let aFast = prm.p1.layout != 2u; // A [M, K]: consecutive k
+    let bFast = prm.p1.layout == 1u; // B [N, K]: consecutive k
+    let kEnd = min(prm.p1.K, (slice + 1u) * prm.p1.kSlice);
     var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
     var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
     var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
@@ -206,7 +131,7 @@ fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l
     // The block in flight: elements tid + 256·e (e < 4) of each operand's block, read from
     // memory while the previous block is multiplied. (Named vectors, no indexing by e: that
     // too could land in memory.)
-    var k0 = slice * p.kSlice;
+    var k0 = slice * prm.p1.kSlice;
     var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE128, BK128);
     var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE128, BK128);
     for (; k0 < kEnd; k0 += BK128) {
@@ -248,23 +173,122 @@ fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l
     store4(i1 + 3u, j0, slice, c70); store4(i1 + 3u, j1, slice, c71);
 }
 
-// main64: 64×64 tiles, blocks of 16 along k; per step of k a thread reads one vec4 of A and one
-// of B for 16 multiply-adds.
-const TILE64: u32 = 64u;
-const BK64: u32 = 16u;
-const ROW64: u32 = 17u; // vec4 per k row of a tile: 16 and one of padding
+// PROBLEM BEGIN
 
-@compute @workgroup_size(16, 16)
-fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let slice = wg.y / p.tilesM;
-    let row0 = (wg.y % p.tilesM) * TILE64;
-    let col0 = wg.x * TILE64;
+// loadA returns op(A)(i, k), 0 outside the matrix or past kEnd (1 in the row of ones).
+fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
+    if (k >= kEnd) {
+        return 0.0;
+    }
+    if (i >= prm.p1.M) {
+        return select(0.0, 1.0, i == prm.p1.M && prm.p1.biasGrad != 0u);
+    }
+    if (prm.p1.layout == 2u) {
+        return a[k * prm.p1.M + i];
+    }
+    return a[i * prm.p1.K + k];
+}
+
+// loadB returns op(B)(k, j), 0 outside the matrix or past kEnd.
+fn loadB(k: u32, j: u32, kEnd: u32) -> f32 {
+    if (k >= kEnd || j >= prm.p1.N) {
+        return 0.0;
+    }
+    if (prm.p1.layout == 1u) {
+        return b[j * prm.p1.K + k];
+    }
+    return b[k * prm.p1.N + j];
+}
+
+// store writes the finished sum v of C(i, j): a partial sum of slice s when splitting K
+// (slices of M + biasGrad rows), otherwise with accumulate and bias; row M (biasGrad) is added
+// to bias.
+fn store(i: u32, j: u32, s: u32, v: f32) {
+    if (prm.p1.split != 0u) {
+        c[(s * (prm.p1.M + prm.p1.biasGrad) + i) * prm.p1.N + j] = v;
+        return;
+    }
+    if (i == prm.p1.M) {
+        bias[j] += v;
+        return;
+    }
+    finish(i * prm.p1.N + j, j, v);
+}
+
+// finish writes element e (column j) of C given its product v: plus C with accumulate, plus
+// bias[j] with hasBias, then the epilogue: a linear layer's GELU (keeping GELU' in C for the
+// backward pass, as elementwise.wgsl's gelu_both does) or the product with E (the gradient
+// through a GELU, as mul does).
+fn finish(e: u32, j: u32, v: f32) {
+    var x = v;
+    if (prm.p1.accumulate != 0u) {
+        x += c[e];
+    }
+    if (prm.p1.hasBias != 0u) {
+        x += bias[j];
+    }
+    switch prm.p1.epilogue {
+        case 1u: {
+            let cdf = normalCDF(x);
+            ep[e] = x * cdf;
+            c[e] = geluGrad(x, cdf);
+        }
+        case 2u: {
+            c[e] = x * normalCDF(x);
+        }
+        case 3u: {
+            c[e] = x * ep[e];
+        }
+        default: {
+            c[e] = x;
+        }
+    }
+}
+
+// fetchA returns elements tid + 256·e (e < 4) of the tile×bk block of A at rows row0 and
+// inner index k0, fetchB those of the bk×tile block of B at columns col0; put stores them in
+// the workgroup's tiles.
+fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
+    let i0 = tileIndex(tid, kFast, tile, bk);
+    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
+    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
+    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
+    return vec4<f32>(loadA(row0 + i0.x, k0 + i0.y, kEnd), loadA(row0 + i1.x, k0 + i1.y, kEnd),
+        loadA(row0 + i2.x, k0 + i2.y, kEnd), loadA(row0 + i3.x, k0 + i3.y, kEnd));
+}
+
+fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
+    let i0 = tileIndex(tid, kFast, tile, bk);
+    let i1 = tileIndex(tid + 256u, kFast, tile, bk);
+    let i2 = tileIndex(tid + 512u, kFast, tile, bk);
+    let i3 = tileIndex(tid + 768u, kFast, tile, bk);
+    return vec4<f32>(loadB(k0 + i0.y, col0 + i0.x, kEnd), loadB(k0 + i1.y, col0 + i1.x, kEnd),
+        loadB(k0 + i2.y, col0 + i2.x, kEnd), loadB(k0 + i3.y, col0 + i3.x, kEnd));
+}
+
+// store4 stores C(i, j + q) = v[q] for the q < 4 inside the matrix (and its row of ones).
+fn store4(i: u32, j: u32, s: u32, v: vec4<f32>) {
+    if (i >= prm.p1.M + prm.p1.biasGrad) {
+        return;
+    }
+    for (var q = 0u; q < 4u; q++) {
+        if (j + q < prm.p1.N) {
+            store(i, j + q, s, v[q]);
+        }
+    }
+}
+
+// tile64 computes the tile at tile column x and tile row y (slice y / tilesM).
+fn tile64(x: u32, y: u32, lid: vec3<u32>) {
+    let slice = y / prm.p1.tilesM;
+    let row0 = (y % prm.p1.tilesM) * TILE64;
+    let col0 = x * TILE64;
     let tid = lid.y * 16u + lid.x;
-    let aFast = p.layout != 2u;
-    let bFast = p.layout == 1u;
-    let kEnd = min(p.K, (slice + 1u) * p.kSlice);
-    var c0 = vec4<f32>(0.0); var c1 = vec4<f32>(0.0); var c2 = vec4<f32>(0.0); var c3 = vec4<f32>(0.0);
-    var k0 = slice * p.kSlice;
+    let aFast = prm.p1.layout != 2u;
+    let bFast = prm.p1.layout == 1u;
+    let kEnd = min(prm.p1.K, (slice + 1u) * prm.p1.kSlice);
+    var c0 = vec4<f32>(0.0); var c1 = vec4<f32>(0.0); var c2v = vec4<f32>(0.0); var c3 = vec4<f32>(0.0);
+    var k0 = slice * prm.p1.kSlice;
     var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE64, BK64);
     var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE64, BK64);
     for (; k0 < kEnd; k0 += BK64) {
@@ -281,7 +305,7 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
             let bv = tileB[k * ROW64 + lid.x];
             c0 = fma(vec4<f32>(av.x), bv, c0);
             c1 = fma(vec4<f32>(av.y), bv, c1);
-            c2 = fma(vec4<f32>(av.z), bv, c2);
+            c2v = fma(vec4<f32>(av.z), bv, c2v);
             c3 = fma(vec4<f32>(av.w), bv, c3);
         }
         workgroupBarrier();
@@ -290,27 +314,67 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
     let j0 = col0 + 4u * lid.x;
     store4(i0, j0, slice, c0);
     store4(i0 + 1u, j0, slice, c1);
-    store4(i0 + 2u, j0, slice, c2);
+    store4(i0 + 2u, j0, slice, c2v);
     store4(i0 + 3u, j0, slice, c3);
 }
 
+// reduceOne finishes element e of one slice of a product whose K was split (see reduce).
+fn reduceOne(e: u32) {
+    let MN = prm.p1.M * prm.p1.N;
+    let n = MN + prm.p1.biasGrad * prm.p1.N;
+    var v = 0.0;
+    for (var s = 0u; s < prm.p1.kSlice; s++) {
+        v += a[s * n + e];
+    }
+    if (e >= MN) {
+        bias[e - MN] += v;
+        return;
+    }
+    finish(e, e % prm.p1.N, v);
+}
+
+// PROBLEM END
+
+@compute @workgroup_size(16, 16)
+fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    tile64(wg.x, wg.y, lid);
+}
+
+// dual64: workgroups [0, count1) are tiles of the first product, the next count2 of the
+// second, in a grid of any shape (tile column first).
+@compute @workgroup_size(16, 16)
+fn dual64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let w = wg.y * nwg.x + wg.x;
+    if (w < prm.count1) {
+        tile64(w % prm.p1.tilesN, w / prm.p1.tilesN, lid);
+    } else if (w - prm.count1 < prm.count2) {
+        let w2 = w - prm.count1;
+        tile64_2(w2 % prm.p2.tilesN, w2 / prm.p2.tilesN, lid);
+    }
+}
+
 // reduce finishes a product whose K was split: C(i, j) = Σ_s partial_s(i, j) (+ C with
-// accumulate) (+ bias[j]) (and the epilogue), slices summed in order; with biasGrad, the partial sums' row M is
-// added to bias. The partial sums are in the binding of a (kSlice holds the number of slices
-// here).
+// accumulate) (+ bias[j]) (and the epilogue), slices summed in order; with biasGrad, the
+// partial sums' row M is added to bias. The partial sums are in the binding of a (kSlice holds
+// the number of slices here). reduce2 does the same for the two products of dual64, those of
+// the second in a2 (a product that was not split has kSlice 0 and nothing to do).
 @compute @workgroup_size(256)
 fn reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let MN = p.M * p.N;
-    let n = MN + p.biasGrad * p.N; // elements of one slice
+    let n = (prm.p1.M + prm.p1.biasGrad) * prm.p1.N; // elements of one slice
     for (var e = id.y * nwg.x * 256u + id.x; e < n; e += nwg.x * nwg.y * 256u) {
-        var v = 0.0;
-        for (var s = 0u; s < p.kSlice; s++) {
-            v += a[s * n + e];
+        reduceOne(e);
+    }
+}
+
+@compute @workgroup_size(256)
+fn reduce2(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let n1 = select(0u, (prm.p1.M + prm.p1.biasGrad) * prm.p1.N, prm.p1.kSlice > 0u);
+    let n2 = select(0u, (prm.p2.M + prm.p2.biasGrad) * prm.p2.N, prm.p2.kSlice > 0u);
+    for (var e = id.y * nwg.x * 256u + id.x; e < n1 + n2; e += nwg.x * nwg.y * 256u) {
+        if (e < n1) {
+            reduceOne(e);
+        } else {
+            reduceOne_2(e - n1);
         }
-        if (e >= MN) {
-            bias[e - MN] += v;
-            continue;
-        }
-        finish(e, e % p.N, v);
     }
 }

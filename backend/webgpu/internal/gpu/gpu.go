@@ -79,7 +79,7 @@ const (
 )
 
 // MaxParams is the number of 32-bit parameter words a kernel can receive.
-const MaxParams = 16
+const MaxParams = 32
 
 // Info describes an adapter.
 type Info struct {
