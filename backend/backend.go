@@ -107,13 +107,6 @@ type Backend interface {
 	Copy(dst, src Tensor, n int)
 	// Release frees t's memory. Using t afterwards is an error.
 	Release(t Tensor)
-	// SplitColumns copies the column blocks of src [N, parts·C] into parts [N, C] matrices in
-	// dst, part p at element offset p·stride (stride ≥ N·C): q, k and v out of the attention's
-	// one input projection.
-	SplitColumns(dst, src Tensor, N, C, parts, stride int)
-	// JoinColumns is SplitColumns' inverse: it overwrites dst [N, parts·C] with the parts in
-	// src, part p at element offset p·stride.
-	JoinColumns(dst, src Tensor, N, C, parts, stride int)
 
 	// Encoder: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0+t,:]. tok is int32 [B·T]. pos0 is 0
 	// except when decoding one token at a later position.
@@ -156,16 +149,20 @@ type Backend interface {
 	// DropoutBackward overwrites din with dout·keep/(1−p), the same mask as Dropout.
 	DropoutBackward(din, dout Tensor, n int, p float32, seed uint64)
 
-	// Attention is causal multi-head self-attention over q, k, v [B·T, C] with NH heads and
-	// scale 1/sqrt(C/NH). It writes the attention output (before the output projection) to out
-	// and each query's log-sum-exp of scaled scores to lse [B·NH·T], for the backward pass.
-	Attention(out, lse, q, k, v Tensor, B, T, C, NH int)
-	// AttentionBackward overwrites dq, dk, dv from dout, recomputing the probabilities from lse.
-	AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, B, T, C, NH int)
-	// AttentionDecode attends one new query (position pos) over a key/value cache of rows
-	// [0, pos] for a single sequence: it first stores knew and vnew [C] as row pos of kcache and
-	// vcache [ctx, C], then writes the attention output for q [C] to out [C].
-	AttentionDecode(out, q, knew, vnew, kcache, vcache Tensor, pos, C, NH int)
+	// Attention is causal multi-head self-attention with NH heads and scale 1/sqrt(C/NH) over
+	// qkv [B·T, 3C], whose column blocks are q, k and v (the output of the attention's one
+	// input projection, read in place). It writes the attention output (before the output
+	// projection) to out [B·T, C] and each query's log-sum-exp of scaled scores to lse
+	// [B·NH·T], for the backward pass.
+	Attention(out, lse, qkv Tensor, B, T, C, NH int)
+	// AttentionBackward overwrites dqkv [B·T, 3C] (dq, dk and dv as its column blocks) from
+	// dout [B·T, C], recomputing the probabilities from lse.
+	AttentionBackward(dqkv, dout, qkv, out, lse Tensor, B, T, C, NH int)
+	// AttentionDecode attends one new query (position pos) over a key/value cache for a single
+	// sequence: cache [ctx, 3C] holds in rows 0..pos−1 the q, k and v of the positions before
+	// (as Attention's qkv); it first stores qkv [3C], the new position's, as row pos, then
+	// writes the attention output for its query to out [C].
+	AttentionDecode(out, qkv, cache Tensor, pos, C, NH int)
 
 	// CrossEntropy computes, for each of the N rows of logits [N, V], the loss
 	// −log softmax(logits)[target] into losses [N]. If dlogits is not nil it also writes the

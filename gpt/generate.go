@@ -18,7 +18,7 @@ import (
 // the cost per token stays bounded, so generation is linear in its length.
 type Generator struct {
 	m      *Model
-	ws     *workspace // a B=1, T=Ctx inference workspace; its k, v activations are the cache
+	ws     *workspace // a B=1, T=Ctx inference workspace; its layers' qkv are the cache
 	window []int32    // tokens in the cache, at most Ctx
 	cached int        // how many window tokens the cache holds
 	logits []float32  // next-token logits for the current window
@@ -26,7 +26,6 @@ type Generator struct {
 	// Single-position scratch.
 	tok                     backend.Tensor
 	x, ln, qkv, att         backend.Tensor
-	parts, q, k, v          backend.Tensor // q, k and v, alignUp(C) apart in parts
 	proj, fch, lnMean, lnRs backend.Tensor
 	logitsT                 backend.Tensor
 }
@@ -37,11 +36,9 @@ type Generator struct {
 func (m *Model) NewGenerator() *Generator {
 	be, c := m.be, m.Config
 	C := c.DModel
-	parts := be.Alloc(3 * alignUp(C))
 	return &Generator{
 		m: m, ws: m.newWorkspace(1, c.Ctx, false), logits: make([]float32, Vocab),
 		tok: be.AllocInt(1), x: be.Alloc(C), ln: be.Alloc(C), qkv: be.Alloc(3 * C),
-		parts: parts, q: be.Slice(parts, 0, C), k: be.Slice(parts, alignUp(C), C), v: be.Slice(parts, 2*alignUp(C), C),
 		att: be.Alloc(C), proj: be.Alloc(C), fch: be.Alloc(c.DMlp),
 		lnMean: be.Alloc(1), lnRs: be.Alloc(1), logitsT: be.Alloc(Vocab),
 	}
@@ -103,8 +100,7 @@ func (g *Generator) decode() {
 		a, lw := &g.ws.layers[l], &w.layers[l]
 		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln1G, lw.ln1B, 1, C)
 		m.linear(g.qkv, g.ln, lw.wqkv, lw.bqkv, 1, C, 3*C)
-		be.SplitColumns(g.parts, g.qkv, 1, C, 3, alignUp(C))
-		be.AttentionDecode(g.att, g.q, g.k, g.v, a.k, a.v, pos, C, c.Heads)
+		be.AttentionDecode(g.att, g.qkv, a.qkv, pos, C, c.Heads)
 		m.linear(g.proj, g.att, lw.wo, lw.bo, 1, C, C)
 		be.Add(g.x, g.x, g.proj, C)
 		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln2G, lw.ln2B, 1, C)

@@ -14,7 +14,7 @@ import (
 func MemoryEstimate(c Config, B, T int, training bool) int64 {
 	n, C, L, F := int64(B)*int64(T), int64(c.DModel), int64(c.Layers), int64(c.DMlp)
 	params := int64(c.NumParams())
-	perToken := (L+1)*C + L*(9*C+2*F+6) + 5*C + Vocab + 6 // 3C: the q, k, v product's output
+	perToken := (L+1)*C + L*(9*C+2*F+6) + 2*C + Vocab + 6
 	bytes := 4 * (params + n*perToken)
 	if training {
 		bytes += 4 * (3*params + n*(7*C+F))

@@ -118,10 +118,7 @@ type workspace struct {
 	lossHost    []float32
 	dres, dtmp  backend.Tensor // [B·T, C]
 	dln, datt   backend.Tensor
-	dqkv        backend.Tensor // dq, dk and dv, each [B·T, C], qkvStride apart
-	dq, dk, dv  backend.Tensor // views of dqkv
-	qkv         backend.Tensor // [B·T, 3C]: the q, k, v projection's output, or its gradient
-	qkvStride   int
+	dqkv        backend.Tensor // [B·T, 3C]: dq, dk and dv as column blocks
 	dfch        backend.Tensor // [B·T, DMlp]
 	dropoutP    float32
 	dropoutSeed uint64
@@ -131,8 +128,7 @@ type workspace struct {
 // layerActs are one block's saved activations.
 type layerActs struct {
 	ln1, ln1Mean, ln1Rstd backend.Tensor
-	qkv                   backend.Tensor // q, k and v, each [B·T, C], qkvStride apart
-	q, k, v               backend.Tensor // views of qkv
+	qkv                   backend.Tensor // [B·T, 3C]: q, k and v as column blocks
 	att, attLSE           backend.Tensor // attention output (before o_proj) and log-sum-exp
 	attProj               backend.Tensor
 	res2                  backend.Tensor // x + attention branch
@@ -153,19 +149,13 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 	for i := range ws.res {
 		ws.res[i] = be.Alloc(N * C)
 	}
-	// q, k and v come out of one product as column blocks of ws.qkv, and are split into
-	// three tensors (SplitColumns), each at an aligned offset of one allocation.
-	ws.qkv, ws.qkvStride = be.Alloc(N*3*C), alignUp(N*C)
-	parts := func() (all, q, k, v backend.Tensor) {
-		t := be.Alloc(3 * ws.qkvStride)
-		return t, be.Slice(t, 0, N*C), be.Slice(t, ws.qkvStride, N*C), be.Slice(t, 2*ws.qkvStride, N*C)
-	}
+	// q, k and v come out of one product as the column blocks of a layer's qkv, which
+	// attention reads in place.
 	ws.layers = make([]layerActs, c.Layers)
 	for l := range ws.layers {
-		qkv, q, k, v := parts()
 		ws.layers[l] = layerActs{
 			ln1: be.Alloc(N * C), ln1Mean: be.Alloc(N), ln1Rstd: be.Alloc(N),
-			qkv: qkv, q: q, k: k, v: v,
+			qkv: be.Alloc(N * 3 * C),
 			att: be.Alloc(N * C), attLSE: be.Alloc(B * c.Heads * T),
 			attProj: be.Alloc(N * C), res2: be.Alloc(N * C),
 			ln2: be.Alloc(N * C), ln2Mean: be.Alloc(N), ln2Rstd: be.Alloc(N),
@@ -175,7 +165,7 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 	if train {
 		ws.dres, ws.dtmp = be.Alloc(N*C), be.Alloc(N*C)
 		ws.dln, ws.datt = be.Alloc(N*C), be.Alloc(N*C)
-		ws.dqkv, ws.dq, ws.dk, ws.dv = parts()
+		ws.dqkv = be.Alloc(N * 3 * C)
 		ws.dfch = be.Alloc(N * c.DMlp)
 	}
 	return ws
@@ -357,9 +347,8 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 		x, a, lw := ws.res[l], &ws.layers[l], &w.layers[l]
 		// Attention branch: x + o_proj(attn(LN1(x))).
 		be.LayerNorm(a.ln1, a.ln1Mean, a.ln1Rstd, x, lw.ln1G, lw.ln1B, N, C)
-		m.linear(ws.qkv, a.ln1, lw.wqkv, lw.bqkv, N, C, 3*C)
-		be.SplitColumns(a.qkv, ws.qkv, N, C, 3, ws.qkvStride)
-		be.Attention(a.att, a.attLSE, a.q, a.k, a.v, B, T, C, NH)
+		m.linear(a.qkv, a.ln1, lw.wqkv, lw.bqkv, N, C, 3*C)
+		be.Attention(a.att, a.attLSE, a.qkv, B, T, C, NH)
 		m.linear(a.attProj, a.att, lw.wo, lw.bo, N, C, C)
 		be.Dropout(a.attProj, a.attProj, N*C, p, dropoutSeed(seed, l, siteAttention))
 		be.Add(a.res2, x, a.attProj, N*C)
@@ -427,9 +416,8 @@ func (m *Model) Backward() error {
 		// ws.dres is now the gradient of res2 = x + attn(x).
 		dproj = dropoutGrad(ws.dres, l, siteAttention)
 		m.linearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, N, C, C, false)
-		be.AttentionBackward(ws.dq, ws.dk, ws.dv, ws.datt, a.q, a.k, a.v, a.att, a.attLSE, B, T, C, NH)
-		be.JoinColumns(ws.qkv, ws.dqkv, N, C, 3, ws.qkvStride)
-		m.linearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.qkv, a.ln1, lw.wqkv, N, C, 3*C, false)
+		be.AttentionBackward(ws.dqkv, ws.datt, a.qkv, a.att, a.attLSE, B, T, C, NH)
+		m.linearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, N, C, 3*C, false)
 		be.LayerNormBackward(ws.dres, lg.ln1G, lg.ln1B, ws.dln, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C)
 	}
 

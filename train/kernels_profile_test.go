@@ -65,13 +65,13 @@ func (b *timedBackend) Dropout(out, in backend.Tensor, n int, p float32, seed ui
 	defer b.time("Dropout", time.Now())
 	b.Backend.Dropout(out, in, n, p, seed)
 }
-func (b *timedBackend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
+func (b *timedBackend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 	defer b.time("Attention", time.Now())
-	b.Backend.Attention(out, lse, q, k, v, B, T, C, NH)
+	b.Backend.Attention(out, lse, qkv, B, T, C, NH)
 }
-func (b *timedBackend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
+func (b *timedBackend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
 	defer b.time("AttentionBackward", time.Now())
-	b.Backend.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+	b.Backend.AttentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH)
 }
 func (b *timedBackend) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
 	defer b.time("CrossEntropy", time.Now())

@@ -28,6 +28,7 @@ type attentionTask struct {
 	out, lse, q, k, v []float32
 	dq, dk, dv, dout  []float32
 	T, C, NH, hs      int
+	ld                int // row stride of q, k, v and of dq, dk, dv: 3C (one [rows, 3C] tensor)
 	ldS, ldH          int // row strides of the score and the head-copy buffers
 	unit              int // columns the micro-kernel reads of B at a time (NR, or NR/2)
 	scale             float32
@@ -45,7 +46,7 @@ type attnScratch struct {
 func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 	t := &be.attn
 	nr := be.kern.nr
-	t.be, t.mode, t.T, t.C, t.NH, t.hs = be, mode, T, C, NH, C/NH
+	t.be, t.mode, t.T, t.C, t.NH, t.hs, t.ld = be, mode, T, C, NH, C/NH, 3*C
 	t.unit = nr // the micro-kernel's width: B operands are read this many columns at a time
 	if be.kern.half != nil {
 		t.unit = nr / 2
@@ -92,28 +93,30 @@ func grow(buf *[]float32, n int) {
 	}
 }
 
-// Attention implements backend.Backend.
-func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
+// Attention implements backend.Backend. q, k and v are read in place, as the column blocks of
+// qkv.
+func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 	t := be.attention(attnForward, B, T, C, NH)
-	t.out, t.lse, t.q, t.k, t.v = f32(out), f32(lse), f32(q), f32(k), f32(v)
+	x := f32(qkv)
+	t.out, t.lse, t.q, t.k, t.v = f32(out), f32(lse), x, x[C:], x[2*C:]
 	be.pool.Run(t, B*NH, 1, 2*T*T*C/NH/32)
 }
 
 // AttentionBackward implements backend.Backend.
-func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
+func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
 	t := be.attention(attnBackward, B, T, C, NH)
-	t.dq, t.dk, t.dv, t.dout = f32(dq), f32(dk), f32(dv), f32(dout)
-	t.q, t.k, t.v, t.out, t.lse = f32(q), f32(k), f32(v), f32(out), f32(lse)
+	x, dx := f32(qkv), f32(dqkv)
+	t.dq, t.dk, t.dv, t.dout = dx, dx[C:], dx[2*C:], f32(dout)
+	t.q, t.k, t.v, t.out, t.lse = x, x[C:], x[2*C:], f32(out), f32(lse)
 	be.pool.Run(t, B*NH, 1, 5*T*T*C/NH/32)
 }
 
 // AttentionDecode implements backend.Backend.
-func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Tensor, pos, C, NH int) {
-	kc, vc := f32(kcache), f32(vcache)
-	copy(kc[pos*C:pos*C+C], f32(knew)[:C])
-	copy(vc[pos*C:pos*C+C], f32(vnew)[:C])
+func (be *Backend) AttentionDecode(out, qkv, cache backend.Tensor, pos, C, NH int) {
+	c := f32(cache)
+	copy(c[pos*3*C:(pos+1)*3*C], f32(qkv)[:3*C])
 	t := be.attention(attnDecode, 1, pos+1, C, NH)
-	t.out, t.q, t.k, t.v = f32(out), f32(q), kc, vc
+	t.out, t.q, t.k, t.v = f32(out), c[pos*3*C:], c[C:], c[2*C:]
 	be.pool.Run(t, NH, 1, 4*(pos+1)*C/NH/32)
 }
 
@@ -131,30 +134,32 @@ func (t *attentionTask) run(w, lo, hi int) {
 	}
 }
 
-// row returns the head-h slice of row r (a flat [B·T, C] row index) of x.
-func (t *attentionTask) row(x []float32, r, h int) []float32 {
-	return x[r*t.C+h*t.hs:][:t.hs]
+// row returns the head-h slice of row r (a flat [B·T, ·] row index) of x, whose rows are ld
+// floats apart.
+func (t *attentionTask) row(x []float32, ld, r, h int) []float32 {
+	return x[r*ld+h*t.hs:][:t.hs]
 }
 
-// head returns the head-h columns of rows [base, base+T) of x as a matrix and its row stride:
-// x itself when the head width is a whole number of the micro-kernel's units, else a copy in buf
-// [T, ldH] whose padding columns are zero (the micro-kernel reads B a whole panel wide).
-func (t *attentionTask) head(buf, x []float32, base, h int) ([]float32, int) {
+// head returns the head-h columns of rows [base, base+T) of x (rows ld floats apart) as a
+// matrix and its row stride: x itself when the head width is a whole number of the
+// micro-kernel's units, else a copy in buf [T, ldH] whose padding columns are zero (the
+// micro-kernel reads B a whole panel wide).
+func (t *attentionTask) head(buf, x []float32, ld, base, h int) ([]float32, int) {
 	if t.hs%t.unit == 0 {
-		return x[base*t.C+h*t.hs:], t.C
+		return x[base*ld+h*t.hs:], ld
 	}
 	for i := range t.T {
 		d := buf[i*t.ldH : (i+1)*t.ldH]
-		copy(d, t.row(x, base+i, h))
+		copy(d, t.row(x, ld, base+i, h))
 		clear(d[t.hs:])
 	}
 	return buf, t.ldH
 }
 
-// transposeHead writes the transpose of the head-h columns of rows [base, base+T) of x into
-// dst [hs, ldS], with zero padding columns.
-func (t *attentionTask) transposeHead(dst, x []float32, base, h int) {
-	transposeRows(dst, t.ldS, x[base*t.C+h*t.hs:], t.C, t.T, t.hs)
+// transposeHead writes the transpose of the head-h columns of rows [base, base+T) of x (rows ld
+// floats apart) into dst [hs, ldS], with zero padding columns.
+func (t *attentionTask) transposeHead(dst, x []float32, ld, base, h int) {
+	transposeRows(dst, t.ldS, x[base*ld+h*t.hs:], ld, t.T, t.hs)
 	for c := range t.hs {
 		clear(dst[c*t.ldS+t.T : (c+1)*t.ldS])
 	}
@@ -224,9 +229,9 @@ func softmaxRow(row []float32, scale float32) float32 {
 func (t *attentionTask) forward(w, b, h int) {
 	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	T, base, rb := t.T, b*t.T, t.rowBlock()
-	q, ldq := t.head(a.qh, t.q, base, h)
-	v, ldv := t.head(a.vh, t.v, base, h)
-	t.transposeHead(a.kt, t.k, base, h)
+	q, ldq := t.head(a.qh, t.q, t.ld, base, h)
+	v, ldv := t.head(a.vh, t.v, t.ld, base, h)
+	t.transposeHead(a.kt, t.k, t.ld, base, h)
 	lse := t.lse[(b*t.NH+h)*T:][:T]
 	inv := a.inv[:T]
 	for i0 := 0; i0 < T; i0 += rb {
@@ -236,7 +241,7 @@ func (t *attentionTask) forward(w, b, h int) {
 		out := t.out[(base+i0)*t.C+h*t.hs:]
 		kern.gemm(ms, i1-i0, t.hs, i1, a.s[i0*t.ldS:], t.ldS, 1, t.direct(v, ldv), out, t.C, false, nil)
 		for i := i0; i < i1; i++ {
-			scaleMax(t.row(t.out, base+i, h), inv[i])
+			scaleMax(t.row(t.out, t.C, base+i, h), inv[i])
 		}
 	}
 }
@@ -244,11 +249,11 @@ func (t *attentionTask) forward(w, b, h int) {
 func (t *attentionTask) backward(w, b, h int) {
 	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	T, base, rb, ldS := t.T, b*t.T, t.rowBlock(), t.ldS
-	q, ldq := t.head(a.qh, t.q, base, h)
-	k, ldk := t.head(a.kh, t.k, base, h)
-	do, ldo := t.head(a.dh, t.dout, base, h)
-	t.transposeHead(a.kt, t.k, base, h)
-	t.transposeHead(a.vt, t.v, base, h)
+	q, ldq := t.head(a.qh, t.q, t.ld, base, h)
+	k, ldk := t.head(a.kh, t.k, t.ld, base, h)
+	do, ldo := t.head(a.dh, t.dout, t.C, base, h)
+	t.transposeHead(a.kt, t.k, t.ld, base, h)
+	t.transposeHead(a.vt, t.v, t.ld, base, h)
 	lse := t.lse[(b*t.NH+h)*T:][:T]
 	for i0 := 0; i0 < T; i0 += rb {
 		i1 := min(i0+rb, T)
@@ -256,7 +261,7 @@ func (t *attentionTask) backward(w, b, h int) {
 		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
 		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, do[i0*ldo:], ldo, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
 		for i := i0; i < i1; i++ {
-			D := dot(t.row(t.dout, base+i, h), t.row(t.out, base+i, h))
+			D := dot(t.row(t.dout, t.C, base+i, h), t.row(t.out, t.C, base+i, h))
 			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
 			for j := range ds[:i+1] {
 				ds[j] = p[j] * (ds[j] - D) * t.scale
@@ -264,14 +269,14 @@ func (t *attentionTask) backward(w, b, h int) {
 			clear(ds[i+1:])
 		}
 		// dQ[i0:i1] = dS[i0:i1, 0:i1]·K[0:i1]
-		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, t.direct(k, ldk), t.dq[(base+i0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, i1-i0, t.hs, i1, a.ds[i0*ldS:], ldS, 1, t.direct(k, ldk), t.dq[(base+i0)*t.ld+h*t.hs:], t.ld, false, nil)
 	}
 	// dK[j0:j1] = dSᵀ[j0:j1, j0:T]·Q[j0:T] and dV[j0:j1] = Pᵀ[j0:j1, j0:T]·dO[j0:T]: rows
 	// i < j0 of dS and P are zero in these columns.
 	for j0 := 0; j0 < T; j0 += rb {
 		j1 := min(j0+rb, T)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, t.direct(q[j0*ldq:], ldq), t.dk[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
-		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, t.direct(do[j0*ldo:], ldo), t.dv[(base+j0)*t.C+h*t.hs:], t.C, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.ds[j0*ldS+j0:], 1, ldS, t.direct(q[j0*ldq:], ldq), t.dk[(base+j0)*t.ld+h*t.hs:], t.ld, false, nil)
+		kern.gemm(ms, j1-j0, t.hs, T-j0, a.s[j0*ldS+j0:], 1, ldS, t.direct(do[j0*ldo:], ldo), t.dv[(base+j0)*t.ld+h*t.hs:], t.ld, false, nil)
 	}
 }
 
@@ -306,12 +311,12 @@ func (t *attentionTask) decode(w, h int) {
 	s := t.scratch[w].s[:t.T]
 	qt := t.q[h*t.hs:][:t.hs]
 	for j := range s {
-		s[j] = dot(qt, t.row(t.k, j, h))
+		s[j] = dot(qt, t.row(t.k, t.ld, j, h))
 	}
 	softmaxRow(s, t.scale)
 	o := t.out[h*t.hs:][:t.hs]
 	clear(o)
 	for j, p := range s {
-		axpy(o, p, t.row(t.v, j, h))
+		axpy(o, p, t.row(t.v, t.ld, j, h))
 	}
 }

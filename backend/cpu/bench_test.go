@@ -120,24 +120,23 @@ func BenchmarkAttention(b *testing.B) {
 	for _, s := range [][4]int{{16, 32, 48, 3}, {16, 64, 96, 3}, {12, 128, 192, 6}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
-		x := make([]float32, n)
+		x := make([]float32, 3*n)
 		for i := range x {
 			x[i] = float32(i%17)*0.01 - 0.08
 		}
-		q, k, v, out, dout := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(n)
-		dq, dk, dv, lse := be.Alloc(n), be.Alloc(n), be.Alloc(n), be.Alloc(B*NH*T)
-		for _, t := range []backend.Tensor{q, k, v, dout} {
-			be.Upload(t, x)
-		}
+		qkv, out, dout := be.Alloc(3*n), be.Alloc(n), be.Alloc(n)
+		dqkv, lse := be.Alloc(3*n), be.Alloc(B*NH*T)
+		be.Upload(qkv, x)
+		be.Upload(dout, x[:n])
 		name := fmt.Sprintf("B%d_T%d_C%d_NH%d", B, T, C, NH)
 		b.Run(name+"/forward", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				be.Attention(out, lse, q, k, v, B, T, C, NH)
+				be.Attention(out, lse, qkv, B, T, C, NH)
 			}
 		})
 		b.Run(name+"/backward", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				be.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, B, T, C, NH)
+				be.AttentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH)
 			}
 		})
 	}

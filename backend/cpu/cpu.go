@@ -41,7 +41,6 @@ type Backend struct {
 	mm          matmulTask
 	pb          packBTask
 	cp          copyTask
-	cols        columnsTask
 	split       splitTask
 	splitBuf    []float32 // the slices of a product split along K
 	gv          gemvTask
@@ -127,48 +126,6 @@ func (be *Backend) Zero(t backend.Tensor, n int) {
 func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 	be.cp = copyTask{dst: f32(dst)[:n], src: f32(src)[:n]}
 	be.pool.Run(&be.cp, tiles(n, copyChunk), 1, copyChunk/8)
-}
-
-// SplitColumns implements backend.Backend.
-func (be *Backend) SplitColumns(dst, src backend.Tensor, N, C, parts, stride int) {
-	be.cols = columnsTask{parts: f32(dst), joined: f32(src), C: C, n: parts, stride: stride}
-	be.cols.runRows(be.pool, N)
-}
-
-// JoinColumns implements backend.Backend.
-func (be *Backend) JoinColumns(dst, src backend.Tensor, N, C, parts, stride int) {
-	be.cols = columnsTask{parts: f32(src), joined: f32(dst), C: C, n: parts, stride: stride, join: true}
-	be.cols.runRows(be.pool, N)
-}
-
-// columnsTask moves rows between joined [N, n·C] and its n column blocks [N, C] in parts, block
-// p at parts[p·stride:], for rows [lo, hi).
-type columnsTask struct {
-	parts, joined []float32
-	C, n, stride  int
-	join          bool
-}
-
-// runRows runs t over N rows, in chunks of about copyChunk/16 floats. The cost is that of a
-// copy between cores' caches (the joined matrix was just written by a product on all of
-// them), about a nanosecond a float.
-func (t *columnsTask) runRows(p *pool, N int) {
-	row := t.n * t.C
-	p.Run(t, N, max(1, copyChunk/16/row), row)
-}
-
-func (t *columnsTask) run(_, lo, hi int) {
-	for r := lo; r < hi; r++ {
-		for p := range t.n {
-			part := t.parts[p*t.stride+r*t.C:][:t.C]
-			whole := t.joined[(r*t.n+p)*t.C:][:t.C]
-			if t.join {
-				copy(whole, part)
-			} else {
-				copy(part, whole)
-			}
-		}
-	}
 }
 
 // copyTask clears dst, or copies src into it, in chunks of copyChunk floats: the gradients of a

@@ -203,6 +203,27 @@ func attention64(q, k, v []float64, B, T, C, NH int) []float64 {
 	return out
 }
 
+// joinQKV returns q, k and v [N, C] as the column blocks of one [N, 3C] matrix, the
+// attention's input.
+func joinQKV(q, k, v []float64, N, C int) []float64 {
+	x := make([]float64, 0, 3*N*C)
+	for r := range N {
+		for _, m := range [][]float64{q, k, v} {
+			x = append(x, m[r*C:(r+1)*C]...)
+		}
+	}
+	return x
+}
+
+// block returns column block p of x [N, 3C] as [N, C].
+func block(x []float64, N, C, p int) []float64 {
+	out := make([]float64, 0, N*C)
+	for r := range N {
+		out = append(out, x[(3*r+p)*C:(3*r+p+1)*C]...)
+	}
+	return out
+}
+
 func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
 	out := make([]float64, N)
 	for r := 0; r < N; r++ {
@@ -454,19 +475,21 @@ func TestAttention(t *testing.T) {
 	// Head sizes 16 and 32 are read in place (whole micro-kernel units); T = 50 spans two row blocks.
 	for _, s := range [][4]int{{2, 5, 8, 2}, {1, 7, 12, 3}, {3, 1, 4, 1}, {1, 50, 32, 2}, {1, 20, 64, 2}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
-		q, k, v := round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1))
-		qt, kt, vt := upload(be, q), upload(be, k), upload(be, v)
-		out, lse := be.Alloc(B*T*C), be.Alloc(B*NH*T)
-		be.Attention(out, lse, qt, kt, vt, B, T, C, NH)
+		N := B * T
+		q, k, v := round64(randVec(rng, N*C, 1)), round64(randVec(rng, N*C, 1)), round64(randVec(rng, N*C, 1))
+		qkv := upload(be, joinQKV(q, k, v, N, C))
+		out, lse := be.Alloc(N*C), be.Alloc(B*NH*T)
+		be.Attention(out, lse, qkv, B, T, C, NH)
 		assertClose(t, "attention", download(be, out), attention64(q, k, v, B, T, C, NH), 1e-5)
 
-		r := randVec(rng, B*T*C, 1)
-		dq, dk, dv := be.Alloc(B*T*C), be.Alloc(B*T*C), be.Alloc(B*T*C)
-		be.Upload(dq, to32(randVec(rng, B*T*C, 100))) // overwritten, not added to
-		be.AttentionBackward(dq, dk, dv, upload(be, r), qt, kt, vt, out, lse, B, T, C, NH)
-		assertClose(t, "dq", download(be, dq), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
-		assertClose(t, "dk", download(be, dk), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
-		assertClose(t, "dv", download(be, dv), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
+		r := randVec(rng, N*C, 1)
+		dqkv := be.Alloc(3 * N * C)
+		be.Upload(dqkv, to32(randVec(rng, 3*N*C, 100))) // overwritten, not added to
+		be.AttentionBackward(dqkv, upload(be, r), qkv, out, lse, B, T, C, NH)
+		d := download(be, dqkv)
+		assertClose(t, "dq", block(d, N, C, 0), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
+		assertClose(t, "dk", block(d, N, C, 1), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
+		assertClose(t, "dv", block(d, N, C, 2), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
 	}
 }
 
@@ -474,14 +497,14 @@ func TestAttentionDecodeMatchesFullPass(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	be := New()
 	T, C, NH := 9, 12, 3
-	q, k, v := randVec(rng, T*C, 1), randVec(rng, T*C, 1), randVec(rng, T*C, 1)
+	x := randVec(rng, 3*T*C, 1) // q, k and v as column blocks
 	out, lse := be.Alloc(T*C), be.Alloc(NH*T)
-	be.Attention(out, lse, upload(be, q), upload(be, k), upload(be, v), 1, T, C, NH)
+	be.Attention(out, lse, upload(be, x), 1, T, C, NH)
 	full := download(be, out)
-	kc, vc := be.Alloc(T*C), be.Alloc(T*C)
+	cache := be.Alloc(3 * T * C)
 	o := be.Alloc(C)
 	for pos := 0; pos < T; pos++ {
-		be.AttentionDecode(o, upload(be, q[pos*C:pos*C+C]), upload(be, k[pos*C:pos*C+C]), upload(be, v[pos*C:pos*C+C]), kc, vc, pos, C, NH)
+		be.AttentionDecode(o, upload(be, x[3*pos*C:3*(pos+1)*C]), cache, pos, C, NH)
 		got := download(be, o)
 		for i := range got {
 			if d := math.Abs(float64(got[i] - full[pos*C+i])); d > 1e-6 {
@@ -832,12 +855,12 @@ func TestDeterministicAcrossThreadsAllKernels(t *testing.T) {
 			B, T, C, NH := 3, 100, 96, 3
 			n := B * T * C
 			up := func(n int) backend.Tensor { return upload(be, randVec(rng, n, 1)) }
-			q, kk, v := up(n), up(n), up(n)
+			qkv := up(3 * n)
 			out, lse := be.Alloc(n), be.Alloc(B*NH*T)
-			be.Attention(out, lse, q, kk, v, B, T, C, NH)
-			dq, dk, dv, do := be.Alloc(n), be.Alloc(n), be.Alloc(n), up(n)
-			be.AttentionBackward(dq, dk, dv, do, q, kk, v, out, lse, B, T, C, NH)
-			keep(out, lse, dq, dk, dv)
+			be.Attention(out, lse, qkv, B, T, C, NH)
+			dqkv, do := be.Alloc(3*n), up(n)
+			be.AttentionBackward(dqkv, do, qkv, out, lse, B, T, C, NH)
+			keep(out, lse, dqkv)
 			// LayerNorm and bias backward over many row blocks.
 			N := 1000
 			x, g, bb := up(N*C), up(C), up(C)
@@ -891,59 +914,23 @@ func TestAttentionAllKernels(t *testing.T) {
 		rng := rand.New(rand.NewPCG(15, 16))
 		for _, s := range [][4]int{{1, 50, 32, 2}, {1, 20, 64, 2}, {1, 60, 48, 1}, {2, 9, 40, 5}, {1, 100, 16, 1}, {1, 13, 32, 2}} {
 			B, T, C, NH := s[0], s[1], s[2], s[3]
-			q, k, v := round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1)), round64(randVec(rng, B*T*C, 1))
-			qt, kt, vt := upload(be, q), upload(be, k), upload(be, v)
-			out, lse := be.Alloc(B*T*C), be.Alloc(B*NH*T)
-			be.Attention(out, lse, qt, kt, vt, B, T, C, NH)
+			N := B * T
+			q, k, v := round64(randVec(rng, N*C, 1)), round64(randVec(rng, N*C, 1)), round64(randVec(rng, N*C, 1))
+			qkv := upload(be, joinQKV(q, k, v, N, C))
+			out, lse := be.Alloc(N*C), be.Alloc(B*NH*T)
+			be.Attention(out, lse, qkv, B, T, C, NH)
 			name := fmt.Sprintf("%s/%v", be.kern.name, s)
 			assertClose(t, name+"/attention", download(be, out), attention64(q, k, v, B, T, C, NH), 1e-5)
 			if B*T*C > 800 {
 				continue // finite differences get slow
 			}
-			r := randVec(rng, B*T*C, 1)
-			dq, dk, dv := be.Alloc(B*T*C), be.Alloc(B*T*C), be.Alloc(B*T*C)
-			be.AttentionBackward(dq, dk, dv, upload(be, r), qt, kt, vt, out, lse, B, T, C, NH)
-			assertClose(t, name+"/dq", download(be, dq), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
-			assertClose(t, name+"/dk", download(be, dk), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
-			assertClose(t, name+"/dv", download(be, dv), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
-		}
-	}
-}
-
-// SplitColumns and JoinColumns move each column block of a [N, parts·C] matrix to its own
-// [N, C] matrix (at a stride longer than one) and back; a multi-threaded pass on a matrix
-// large enough to be split over workers.
-func TestSplitJoinColumns(t *testing.T) {
-	be := New()
-	for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {700, 48, 3}} {
-		N, C, parts := s[0], s[1], s[2]
-		stride := N*C + 3
-		joined := make([]float32, N*parts*C)
-		for i := range joined {
-			joined[i] = float32(i)
-		}
-		src := be.Alloc(len(joined))
-		be.Upload(src, joined)
-		split := be.Alloc(parts * stride)
-		be.SplitColumns(split, src, N, C, parts, stride)
-		got := make([]float32, parts*stride)
-		be.Download(got, split, 0)
-		for p := range parts {
-			for r := range N {
-				for c := range C {
-					if v, want := got[p*stride+r*C+c], joined[(r*parts+p)*C+c]; v != want {
-						t.Fatalf("%v: split part %d [%d, %d] = %v, want %v", s, p, r, c, v, want)
-					}
-				}
-			}
-		}
-		back := be.Alloc(len(joined))
-		be.JoinColumns(back, split, N, C, parts, stride)
-		be.Download(got[:len(joined)], back, 0)
-		for i, v := range got[:len(joined)] {
-			if v != joined[i] {
-				t.Fatalf("%v: joined [%d] = %v, want %v", s, i, v, joined[i])
-			}
+			r := randVec(rng, N*C, 1)
+			dqkv := be.Alloc(3 * N * C)
+			be.AttentionBackward(dqkv, upload(be, r), qkv, out, lse, B, T, C, NH)
+			d := download(be, dqkv)
+			assertClose(t, name+"/dq", block(d, N, C, 0), numGrad(q, r, func(x []float64) []float64 { return attention64(x, k, v, B, T, C, NH) }), 1e-4)
+			assertClose(t, name+"/dk", block(d, N, C, 1), numGrad(k, r, func(x []float64) []float64 { return attention64(q, x, v, B, T, C, NH) }), 1e-4)
+			assertClose(t, name+"/dv", block(d, N, C, 2), numGrad(v, r, func(x []float64) []float64 { return attention64(q, k, x, B, T, C, NH) }), 1e-4)
 		}
 	}
 }

@@ -375,18 +375,6 @@ func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 	be.elementwise("mul", []uint32{uint32(n)}, o, x, y, n)
 }
 
-// SplitColumns implements backend.Backend.
-func (be *Backend) SplitColumns(dst, src backend.Tensor, N, C, parts, stride int) {
-	n := N * C * parts
-	be.elementwise("split_columns", []uint32{uint32(n), uint32(C), uint32(parts), uint32(stride)}, ten(dst), ten(src), nil, n)
-}
-
-// JoinColumns implements backend.Backend.
-func (be *Backend) JoinColumns(dst, src backend.Tensor, N, C, parts, stride int) {
-	n := N * C * parts
-	be.elementwise("join_columns", []uint32{uint32(n), uint32(C), uint32(parts), uint32(stride)}, ten(dst), ten(src), nil, n)
-}
-
 // GELU implements backend.Backend.
 func (be *Backend) GELU(out, in backend.Tensor, n int) {
 	be.elementwise("gelu", []uint32{uint32(n)}, ten(out), ten(in), nil, n)
@@ -451,7 +439,7 @@ func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs *
 // Attention implements backend.Backend.
 // When rows are few, each query's keys are split into slices (see attnSlices), whose partial
 // results forward_merge combines.
-func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) {
+func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 	prm := attnParams(B, T, T, C, NH, 0, true)
 	S := attnSlices(B*NH*T, T)
 	o, l := ten(out), ten(lse)
@@ -461,7 +449,7 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 	}
 	x, y := be.attnGroups(B*NH*S, T)
 	be.run(be.attnKernel("forward", C, NH), prm,
-		[]*tensor{o, l, ten(q), ten(k), ten(v), be.unused(6), be.unused(7), be.unused(8)}, x, y)
+		[]*tensor{o, l, ten(qkv), be.unused(4), be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 	if S > 1 {
 		x, y := be.grid((B*T*C + 63) / 64)
 		be.run(be.kernel("attention", "forward_merge", 8, 0), prm,
@@ -471,26 +459,23 @@ func (be *Backend) Attention(out, lse, q, k, v backend.Tensor, B, T, C, NH int) 
 
 // AttentionBackward implements backend.Backend. dq sums over each query's keys, and dk and dv
 // over each key's queries, in slices, each its own thread, when a pass has few rows (see
-// attnSlices); the slices' partial sums are then added in order.
-func (be *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse backend.Tensor, B, T, C, NH int) {
+// attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then added in order.
+func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
 	S := attnSlices(B*NH*T, T)
-	pq, pk, pv := ten(dq), ten(dk), ten(dv)
+	d := ten(dqkv)
 	if S > 1 {
-		n := S * B * T * C
-		pq, pk, pv = be.scratchTensor("attention dq slices", n), be.scratchTensor("attention dk slices", n), be.scratchTensor("attention dv slices", n)
+		d = be.scratchTensor("attention dqkv slices", S*B*T*3*C)
 		prm[len(prm)-1] = uint32(S)
 	}
 	x, y := be.attnGroups(B*NH*S, T)
 	be.run(be.attnKernel("backward_dq", C, NH), prm,
-		[]*tensor{pq, D, ten(dout), ten(q), ten(k), ten(v), ten(out), ten(lse)}, x, y)
+		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), ten(out), ten(lse)}, x, y)
 	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
-		[]*tensor{pk, pv, ten(dout), ten(q), ten(k), ten(v), D, ten(lse)}, x, y)
+		[]*tensor{d, be.unused(2), ten(dout), ten(qkv), be.unused(5), be.unused(6), D, ten(lse)}, x, y)
 	if S > 1 {
-		for _, t := range [][2]*tensor{{ten(dq), pq}, {ten(dk), pk}, {ten(dv), pv}} {
-			be.reduceSlices(t[0], t[1], S, 1, B*T*C)
-		}
+		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}
 }
 
@@ -508,20 +493,14 @@ func attnSlices(rows, T int) int {
 	return max(1, min(65536/max(rows, 1), T/64, 16))
 }
 
-// AttentionDecode implements backend.Backend.
-func (be *Backend) AttentionDecode(out, q, knew, vnew, kcache, vcache backend.Tensor, pos, C, NH int) {
-	kc, vc := ten(kcache), ten(vcache)
-	be.copyRows(kc, pos*C, ten(knew), C)
-	be.copyRows(vc, pos*C, ten(vnew), C)
+// AttentionDecode implements backend.Backend: the new row is copied into the cache, and the
+// forward kernel attends its query (row pos of the cache) over rows 0..pos.
+func (be *Backend) AttentionDecode(out, qkv, cache backend.Tensor, pos, C, NH int) {
+	c := ten(cache)
+	be.Copy(c.view(pos*3*C, 3*C), qkv, 3*C)
 	x, y := be.attnGroups(NH, 1)
-	o := ten(out)
-	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, kc.n/C, C, NH, pos, false),
-		[]*tensor{o, be.unused(2), ten(q), kc, vc, be.unused(6), be.unused(7), be.unused(8)}, x, y)
-}
-
-// copyRows records dst[off:off+n] = src[0:n].
-func (be *Backend) copyRows(dst *tensor, off int, src *tensor, n int) {
-	be.Copy(dst.view(off, n), src, n)
+	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, c.n/(3*C), C, NH, pos, false),
+		[]*tensor{ten(out), be.unused(2), c, be.unused(4), be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }
 
 // CrossEntropy implements backend.Backend.

@@ -321,25 +321,6 @@ func TestBiasGELUAdd(t *testing.T) {
 	}
 }
 
-// SplitColumns and JoinColumns against their CPU twins, parts at a stride that leaves a gap.
-func TestSplitJoinColumns(t *testing.T) {
-	e := newEnv(t, 11)
-	for _, s := range [][3]int{{1, 1, 1}, {37, 5, 3}, {300, 48, 3}} {
-		N, C, parts := s[0], s[1], s[2]
-		stride := N*C + 70
-		name := fmt.Sprintf("%dx%dx%d", N, C, parts)
-		joined := e.in(e.randn(N*parts*C, 1))
-		split := e.in(e.randn(parts*stride, 1)) // the gaps must keep their values
-		e.g.SplitColumns(split.g, joined.g, N, C, parts, stride)
-		cpuBE.SplitColumns(split.c, joined.c, N, C, parts, stride)
-		e.check("split columns "+name, split, 0)
-		back := e.out(N * parts * C)
-		e.g.JoinColumns(back.g, split.g, N, C, parts, stride)
-		cpuBE.JoinColumns(back.c, split.c, N, C, parts, stride)
-		e.check("join columns "+name, back, 0)
-	}
-}
-
 func TestDropout(t *testing.T) {
 	e := newEnv(t, 5)
 	for _, p := range []float32{0, 0.1, 0.5} {
@@ -379,37 +360,34 @@ func TestAttention(t *testing.T) {
 		forceSlices = c.slices
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
-		q, k, v := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.in(e.randn(n, 1))
+		qkv := e.in(e.randn(3*n, 1)) // q, k and v as column blocks
 		out, lse := e.out(n), e.out(B*NH*T)
-		e.g.Attention(out.g, lse.g, q.g, k.g, v.g, B, T, C, NH)
-		cpuBE.Attention(out.c, lse.c, q.c, k.c, v.c, B, T, C, NH)
+		e.g.Attention(out.g, lse.g, qkv.g, B, T, C, NH)
+		cpuBE.Attention(out.c, lse.c, qkv.c, B, T, C, NH)
 		name := fmt.Sprintf("attention %v slices %d", s, c.slices)
 		e.check(name+" out", out, 1e-5)
 		e.check(name+" lse", lse, 1e-5)
 
 		dout := e.in(e.randn(n, 1))
-		dq, dk, dv := e.out(n), e.out(n), e.out(n)
-		e.g.AttentionBackward(dq.g, dk.g, dv.g, dout.g, q.g, k.g, v.g, out.g, lse.g, B, T, C, NH)
-		cpuBE.AttentionBackward(dq.c, dk.c, dv.c, dout.c, q.c, k.c, v.c, out.c, lse.c, B, T, C, NH)
-		e.check(name+" dq", dq, 2e-5)
-		e.check(name+" dk", dk, 2e-5)
-		e.check(name+" dv", dv, 2e-5)
+		dqkv := e.out(3 * n) // every element written: dq, dk and dv
+		e.g.AttentionBackward(dqkv.g, dout.g, qkv.g, out.g, lse.g, B, T, C, NH)
+		cpuBE.AttentionBackward(dqkv.c, dout.c, qkv.c, out.c, lse.c, B, T, C, NH)
+		e.check(name+" dq, dk, dv", dqkv, 2e-5)
 	}
 }
 
 func TestAttentionDecode(t *testing.T) {
 	e := newEnv(t, 7)
 	const ctx, C, NH = 11, 48, 3
-	kc, vc := e.in(e.randn(ctx*C, 1)), e.in(e.randn(ctx*C, 1))
+	cache := e.in(e.randn(ctx*3*C, 1))
 	for pos := range ctx {
-		q, kn, vn := e.in(e.randn(C, 1)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		qkv := e.in(e.randn(3*C, 1))
 		out := e.out(C)
-		e.g.AttentionDecode(out.g, q.g, kn.g, vn.g, kc.g, vc.g, pos, C, NH)
-		cpuBE.AttentionDecode(out.c, q.c, kn.c, vn.c, kc.c, vc.c, pos, C, NH)
+		e.g.AttentionDecode(out.g, qkv.g, cache.g, pos, C, NH)
+		cpuBE.AttentionDecode(out.c, qkv.c, cache.c, pos, C, NH)
 		e.check(fmt.Sprintf("decode pos %d", pos), out, 1e-5)
 	}
-	e.check("decode k cache", kc, 0)
-	e.check("decode v cache", vc, 0)
+	e.check("decode cache", cache, 0)
 }
 
 func TestCrossEntropy(t *testing.T) {

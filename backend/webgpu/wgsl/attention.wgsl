@@ -13,8 +13,10 @@
 // split into slices, each its own thread, whose partial results are combined in slice order
 // (forward_merge; the backward's partial sums by the reduce kernel of matmul.wgsl).
 //
-// Heads are column blocks of width HS of the [rows, C] tensors, held as HS4 = ⌈HS/4⌉ vec4 (zero
-// past HS). For the usual head sizes (up to 64) the Go side compiles a kernel per size, HS4L
+// q, k and v are the column blocks of one [rows, 3C] tensor (the input projection's output),
+// read in place, and dq, dk and dv are written as the column blocks of one such tensor; out and
+// dout are [rows, C]. Heads are column blocks of width HS of each, held as HS4 = ⌈HS/4⌉ vec4
+// (zero past HS). For the usual head sizes (up to 64) the Go side compiles a kernel per size, HS4L
 // and the per-thread arrays' size HS4_MAX being that size's, so that the loops over a head
 // unroll and the arrays stay in registers (with a bound known only at run time they live in
 // memory: several times slower on an NVIDIA H100). Wider heads share one kernel: HS4_MAX = 64
@@ -33,19 +35,20 @@ struct Params {
     C: u32,
     NH: u32,
     HS: u32,
-    P0: u32,    // position of query 0 (0 in training, pos when decoding)
+    P0: u32,    // position of query 0 (0 in training, pos when decoding): query i is row P0 + i
+                // of its sequence's rows of qkv
     scale: f32, // 1/sqrt(HS)
     saveLSE: u32,
     slices: u32, // threads per row, each summing one slice of its partner rows into partial
-                 // results (slice s's at element offset s·B·NQ·C of the output: dq, dk and dv,
-                 // or the forward's unnormalised output, whose m and l go to lse's binding)
+                 // results (slice s's at element offset s·B·NQ·3C of dqkv's, or s·B·NQ·C of
+                 // the forward's unnormalised output, whose m and l go to lse's binding)
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
-// forward:        out, lse, q, k, v (sliced: out and (m, l) partials for forward_merge)
+// forward:        out, lse, qkv (sliced: out and (m, l) partials for forward_merge)
 // forward_merge:  out, lse, out partials, (m, l) partials
-// backward_dq:    dq, D, dout, q, k, v, out, lse
-// backward_dkdv:  dk, dv, dout, q, k, v, D, lse
+// backward_dq:    dqkv, D, dout, qkv, -, -, out, lse (writes the dq columns)
+// backward_dkdv:  dqkv, -, dout, qkv, -, -, D, lse (writes the dk and dv columns)
 @group(0) @binding(1) var<storage, read_write> b1: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b2: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b3: array<f32>;
@@ -99,22 +102,22 @@ fn span(first: u32, n: u32, s: u32) -> vec2<u32> {
 
 // tileSource returns, for element e of a tile of partner rows from j0 of sequence b (rows per
 // sequence), the element's place in the tile ([row][vec4].component, flat) and its offset in
-// a [rows, C] tensor at column col, and whether it holds data (false past HS): the tile's rows
-// past hi repeat the row hi − 1, which the causal mask hides.
+// a tensor of rows ld floats long at column col, and whether it holds data (false past HS):
+// the tile's rows past hi repeat the row hi − 1, which the causal mask hides.
 struct TileElem {
     at: u32,
     src: u32,
     ok: bool,
 }
 
-fn tileSource(e: u32, b: u32, rows: u32, j0: u32, hi: u32, col: u32) -> TileElem {
+fn tileSource(e: u32, b: u32, rows: u32, j0: u32, hi: u32, col: u32, ld: u32) -> TileElem {
     let w = HS4L * 4u;
     let r = e / w;
     let c = e % w;
     var x: TileElem;
     x.at = e;
     x.ok = c < prm.HS;
-    x.src = (b * rows + min(j0 + r, hi - 1u)) * prm.C + col + min(c, prm.HS - 1u);
+    x.src = (b * rows + min(j0 + r, hi - 1u)) * ld + col + min(c, prm.HS - 1u);
     return x;
 }
 
@@ -123,8 +126,8 @@ fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), vec4<f32>(x0, x1, x2, x3), vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(prm.HS));
 }
 
-// put1 stores vec4 e of a head, v, at elements at + 4e.. of b1, those before HS; put2 the
-// same in b2. (The per-thread arrays are indexed only by loops over HS4L, which unroll for the
+// put1 stores vec4 e of a head, v, at elements at + 4e.. of b1, those before HS. (The
+// per-thread arrays are indexed only by loops over HS4L, which unroll for the
 // sizes compiled per size: an index computed at run time, such as c / 4 in a loop over HS,
 // would put the whole array in memory.)
 fn put1(at: u32, e: u32, v: vec4<f32>) {
@@ -133,14 +136,6 @@ fn put1(at: u32, e: u32, v: vec4<f32>) {
     if (c + 1u < prm.HS) { b1[at + c + 1u] = v.y; }
     if (c + 2u < prm.HS) { b1[at + c + 2u] = v.z; }
     if (c + 3u < prm.HS) { b1[at + c + 3u] = v.w; }
-}
-
-fn put2(at: u32, e: u32, v: vec4<f32>) {
-    let c = 4u * e;
-    b2[at + c] = v.x;
-    if (c + 1u < prm.HS) { b2[at + c + 1u] = v.y; }
-    if (c + 2u < prm.HS) { b2[at + c + 2u] = v.z; }
-    if (c + 3u < prm.HS) { b2[at + c + 3u] = v.w; }
 }
 
 const NEG: f32 = -3.4028235e38;
@@ -174,13 +169,15 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
     let t = task(wg, nwg, lid, prm.NQ);
     let col = t.h * prm.HS;
-    let qrow = (t.b * prm.NQ + t.i) * prm.C + col;
+    let C3 = 3u * prm.C;
+    let qat = (t.b * prm.TK + prm.P0 + t.i) * C3 + col;
+    let qrow = (t.b * prm.NQ + t.i) * prm.C + col; // the output's row
     let HSm = prm.HS - 1u;
     var qv: array<vec4<f32>, HS4_MAX>;
     var acc: array<vec4<f32>, HS4_MAX>;
     for (var e = 0u; e < HS4L; e++) {
         let c = 4u * e;
-        qv[e] = head4(b3[qrow + min(c, HSm)], b3[qrow + min(c + 1u, HSm)], b3[qrow + min(c + 2u, HSm)], b3[qrow + min(c + 3u, HSm)], c);
+        qv[e] = head4(b3[qat + min(c, HSm)], b3[qat + min(c + 1u, HSm)], b3[qat + min(c + 2u, HSm)], b3[qat + min(c + 3u, HSm)], c);
         acc[e] = vec4<f32>(0.0);
     }
     var m = NEG;
@@ -191,9 +188,9 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     for (var j0 = r.x; j0 < r.y; j0 += KT) {
         workgroupBarrier();
         for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
-            let x = tileSource(e, t.b, prm.TK, j0, r.y, col);
-            tileX[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src], x.ok);
-            tileY[x.at / 4u][x.at % 4u] = select(0.0, b5[x.src], x.ok);
+            let x = tileSource(e, t.b, prm.TK, j0, r.y, prm.C + col, C3);
+            tileX[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src], x.ok);
+            tileY[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src + prm.C], x.ok);
         }
         workgroupBarrier();
         let vis = min(last, r.y - 1u);
@@ -281,7 +278,9 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     let t = task(wg, nwg, lid, prm.NQ);
     let col = t.h * prm.HS;
     let T = prm.NQ;
-    let row = (t.b * T + t.i) * prm.C + col;
+    let C3 = 3u * prm.C;
+    let row = (t.b * T + t.i) * prm.C + col; // in out and dout
+    let row3 = (t.b * T + t.i) * C3 + col;  // in qkv and dqkv
     let li = (t.b * prm.NH + t.h) * T + t.i;
     let HSm = prm.HS - 1u;
     var qv: array<vec4<f32>, HS4_MAX>;
@@ -293,7 +292,7 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         let c1 = min(c + 1u, HSm);
         let c2 = min(c + 2u, HSm);
         let c3 = min(c + 3u, HSm);
-        qv[e] = head4(b4[row + min(c, HSm)], b4[row + c1], b4[row + c2], b4[row + c3], c);
+        qv[e] = head4(b4[row3 + min(c, HSm)], b4[row3 + c1], b4[row3 + c2], b4[row3 + c3], c);
         dov[e] = head4(b3[row + min(c, HSm)], b3[row + c1], b3[row + c2], b3[row + c3], c);
         D += dot(dov[e], head4(b7[row + min(c, HSm)], b7[row + c1], b7[row + c2], b7[row + c3], c));
         dq[e] = vec4<f32>(0.0);
@@ -307,9 +306,9 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     for (var j0 = r.x; j0 < r.y; j0 += KT) {
         workgroupBarrier();
         for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
-            let x = tileSource(e, t.b, T, j0, r.y, col);
-            tileX[x.at / 4u][x.at % 4u] = select(0.0, b5[x.src], x.ok);
-            tileY[x.at / 4u][x.at % 4u] = select(0.0, b6[x.src], x.ok);
+            let x = tileSource(e, t.b, T, j0, r.y, prm.C + col, C3);
+            tileX[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src], x.ok);
+            tileY[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src + prm.C], x.ok);
         }
         workgroupBarrier();
         let vis = min(t.i, r.y - 1u);
@@ -333,7 +332,7 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     if (!t.ok) {
         return;
     }
-    let out = t.s * prm.B * T * prm.C + row;
+    let out = t.s * prm.B * T * C3 + row3;
     for (var e = 0u; e < HS4L; e++) {
         put1(out, e, dq[e]);
     }
@@ -349,7 +348,8 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
     let col = t.h * prm.HS;
     let T = prm.NQ;
     let j = t.i;
-    let row = (t.b * T + j) * prm.C + col;
+    let C3 = 3u * prm.C;
+    let row = (t.b * T + j) * C3 + prm.C + col; // k's, in qkv and dqkv (v's is C further)
     let HSm = prm.HS - 1u;
     var kv: array<vec4<f32>, HS4_MAX>;
     var vv: array<vec4<f32>, HS4_MAX>;
@@ -360,8 +360,9 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let c1 = min(c + 1u, HSm);
         let c2 = min(c + 2u, HSm);
         let c3 = min(c + 3u, HSm);
-        kv[e] = head4(b5[row + min(c, HSm)], b5[row + c1], b5[row + c2], b5[row + c3], c);
-        vv[e] = head4(b6[row + min(c, HSm)], b6[row + c1], b6[row + c2], b6[row + c3], c);
+        kv[e] = head4(b4[row + min(c, HSm)], b4[row + c1], b4[row + c2], b4[row + c3], c);
+        let vr = row + prm.C;
+        vv[e] = head4(b4[vr + min(c, HSm)], b4[vr + c1], b4[vr + c2], b4[vr + c3], c);
         dk[e] = vec4<f32>(0.0);
         dv[e] = vec4<f32>(0.0);
     }
@@ -371,9 +372,10 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
     for (var i0 = r.x; i0 < r.y; i0 += KT) {
         workgroupBarrier();
         for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
-            let x = tileSource(e, t.b, T, i0, r.y, col);
+            let x = tileSource(e, t.b, T, i0, r.y, col, C3); // q
+            let y = tileSource(e, t.b, T, i0, r.y, col, prm.C); // dout
             tileX[x.at / 4u][x.at % 4u] = select(0.0, b4[x.src], x.ok);
-            tileY[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src], x.ok);
+            tileY[y.at / 4u][y.at % 4u] = select(0.0, b3[y.src], y.ok);
         }
         workgroupBarrier();
         for (var ii = 0u; ii < min(KT, r.y - i0); ii += 4u) {
@@ -401,9 +403,9 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
     if (!t.ok) {
         return;
     }
-    let out = t.s * prm.B * T * prm.C + row;
+    let out = t.s * prm.B * T * C3 + row;
     for (var e = 0u; e < HS4L; e++) {
         put1(out, e, dk[e]);
-        put2(out, e, dv[e]);
+        put1(out + prm.C, e, dv[e]);
     }
 }

@@ -88,28 +88,6 @@ fn gelu_both(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgrou
     }
 }
 
-// Column blocks: y [N, T·C] (T parts of C columns each) and its parts in x, part p at element
-// offset p·pos0; n = N·T·C. split_columns writes the parts, join_columns the joined matrix.
-fn partIndex(i: u32) -> u32 {
-    let c = i % prm.C;
-    let rp = i / prm.C; // row·T + part
-    return (rp % prm.T) * prm.pos0 + (rp / prm.T) * prm.C + c;
-}
-
-@compute @workgroup_size(256)
-fn split_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = id.x; i < prm.n; i += stride(nwg)) {
-        x[partIndex(i)] = y[i];
-    }
-}
-
-@compute @workgroup_size(256)
-fn join_columns(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = id.x; i < prm.n; i += stride(nwg)) {
-        x[i] = y[partIndex(i)];
-    }
-}
-
 // x = y·z
 @compute @workgroup_size(256)
 fn mul(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
