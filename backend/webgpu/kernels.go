@@ -135,12 +135,8 @@ func pairs(p1, p2 *matmulCall) bool {
 		p1.bias != nil || p1.dbias != nil || p1.epilogue != epNone {
 		return false
 	}
-	for _, rows := range []int{p1.M, p2.M, p2.M + 1} {
-		n := p1.N
-		if rows != p1.M {
-			n = p2.N
-		}
-		if e, _ := matmulKernel(rows, n); e != "main64" {
+	for _, s := range [][2]int{{p1.M, p1.N}, {p2.M, p2.N}, {p2.M + 1, p2.N}} {
+		if e, _ := matmulKernel(s[0], s[1]); e != "main64" {
 			return false
 		}
 	}
