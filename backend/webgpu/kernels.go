@@ -70,10 +70,26 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C
 }
 
 // LayerNorm implements backend.Backend.
+// Right after a residual add into in (see Add) both run as one dispatch.
 func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int) {
 	x, y := be.grid(N)
-	be.run(be.kernel("layernorm", "forward", 6, 0), []uint32{uint32(N), uint32(C)},
-		[]*tensor{ten(out), ten(mean), ten(rstd), ten(in), ten(g), ten(b)}, x, y)
+	ts := []*tensor{ten(out), ten(mean), ten(rstd), ten(in), ten(g), ten(b)}
+	if s := be.sum; s != nil && same(s.out, ts[3]) && s.n == N*C && !overlapsAny(s.a, ts) && !overlapsAny(s.b, ts) {
+		be.sum = nil
+		be.run(be.kernel("layernorm", "forward_add", 8, 0), []uint32{uint32(N), uint32(C)}, append(ts, s.a, s.b), x, y)
+		return
+	}
+	be.run(be.kernel("layernorm", "forward", 6, 0), []uint32{uint32(N), uint32(C)}, ts, x, y)
+}
+
+// overlapsAny reports whether t overlaps any of ts.
+func overlapsAny(t *tensor, ts []*tensor) bool {
+	for _, u := range ts {
+		if overlaps(t, u) {
+			return true
+		}
+	}
+	return false
 }
 
 // LayerNormBackward implements backend.Backend: the input and the parameter gradients in one
@@ -382,8 +398,17 @@ func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
 }
 
 // Add implements backend.Backend.
+// It is held back one call: a layer norm of its result that comes next runs in the same
+// dispatch (see LayerNorm and settle).
 func (be *Backend) Add(out, a, b backend.Tensor, n int) {
-	be.elementwise("add", []uint32{uint32(n)}, ten(out), ten(a), ten(b), n)
+	be.settle()
+	be.sum = &addCall{out: ten(out), a: ten(a), b: ten(b), n: n}
+}
+
+// addCall is a residual add waiting to be recorded.
+type addCall struct {
+	out, a, b *tensor
+	n         int
 }
 
 // Dropout implements backend.Backend.
@@ -574,7 +599,7 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 // adamW gathers one AdamW call on tensors that lie in one buffer each.
 func (be *Backend) adamW(p, g, m, v, sumsq *tensor, n int, h backend.AdamParams) {
 	u := adamUpdate{p: p, g: g, m: m, v: v, sumsq: sumsq, n: n, h: h}
-	if be.mm != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
+	if be.mm != nil || be.sum != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
 		be.settle()
 	}
 	be.adam = append(be.adam, u)
@@ -601,9 +626,13 @@ func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 	return []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip), f32(bc1), f32(bc2sqrt)}
 }
 
-// settle records the held-back product and the gathered AdamW calls. Every other operation
-// calls it first, so they keep their place in the stream.
+// settle records the held-back add or product(s) and the gathered AdamW calls. Every other
+// operation calls it first, so they keep their place in the stream.
 func (be *Backend) settle() {
+	if s := be.sum; s != nil {
+		be.sum = nil
+		be.elementwise("add", []uint32{uint32(s.n)}, s.out, s.a, s.b, s.n)
+	}
 	if mm, mm2 := be.mm, be.mm2; mm != nil {
 		be.mm, be.mm2 = nil, nil
 		if mm2 != nil {

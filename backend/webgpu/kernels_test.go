@@ -817,3 +817,45 @@ func TestLinearBackwardPair(t *testing.T) {
 		}
 	}
 }
+
+// A residual add followed by the layer norm of its result runs as one dispatch (forward_add),
+// leaving the sum as the add would; an add in place, or one whose result is not normalised
+// next, runs on its own. Both equal the CPU's kernels in turn.
+func TestAddLayerNorm(t *testing.T) {
+	e := newEnv(t, 23)
+	for _, s := range [][2]int{{1, 1}, {37, 53}, {13, 200}} {
+		N, C := s[0], s[1]
+		n := N * C
+		name := fmt.Sprintf("%dx%d", N, C)
+		x, y, g, b := e.in(e.randn(n, 1)), e.in(e.randn(n, 1)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		sum, out, mean, rstd := e.out(n), e.out(n), e.out(N), e.out(N)
+		for _, inPlace := range []bool{false, true} {
+			for _, p := range []struct {
+				be                               backend.Backend
+				sum, x, y, out, mean, rstd, g, b backend.Tensor
+			}{{e.g, sum.g, x.g, y.g, out.g, mean.g, rstd.g, g.g, b.g}, {cpuBE, sum.c, x.c, y.c, out.c, mean.c, rstd.c, g.c, b.c}} {
+				if inPlace {
+					p.be.Add(p.x, p.x, p.y, n)
+					p.be.LayerNorm(p.out, p.mean, p.rstd, p.x, p.g, p.b, N, C)
+				} else {
+					p.be.Add(p.sum, p.x, p.y, n)
+					p.be.LayerNorm(p.out, p.mean, p.rstd, p.sum, p.g, p.b, N, C)
+				}
+			}
+			what := fmt.Sprintf("%s in place %v", name, inPlace)
+			e.check(what+" sum", sum, 1e-6)
+			e.check(what+" x", x, 1e-6)
+			e.check(what+" out", out, 1e-5)
+			e.check(what+" mean", mean, 1e-5)
+			e.check(what+" rstd", rstd, 1e-5)
+		}
+		e.g.settle()
+		d0 := e.g.dev.Stats().Dispatches
+		e.g.Add(sum.g, x.g, y.g, n)
+		e.g.LayerNorm(out.g, mean.g, rstd.g, sum.g, g.g, b.g, N, C)
+		e.g.settle()
+		if d := e.g.dev.Stats().Dispatches - d0; d != 1 {
+			t.Errorf("%s: %d dispatches for the add and the layer norm, want 1", name, d)
+		}
+	}
+}

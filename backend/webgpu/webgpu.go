@@ -131,6 +131,7 @@ type Backend struct {
 
 	mm   *matmulCall  // a product held back to fuse with what follows (see MatMul, settle)
 	mm2  *matmulCall  // a second product held with mm, to run in one dispatch with it
+	sum  *addCall     // a residual add held back to run with the layer norm of its result
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
 
 	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds

@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> inp: array<f32>;
 @group(0) @binding(5) var<storage, read_write> g: array<f32>;
 @group(0) @binding(6) var<storage, read_write> bd: array<f32>;  // b | dout | dout
-// (forward | backward | bias_backward; backward also binds 7 and 8)
+// (forward | backward | bias_backward; backward and forward_add also bind 7 and 8)
 
 const WG: u32 = 64u;
 var<workgroup> red: array<f32, 128>;
@@ -46,6 +46,11 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     if (r >= prm.N) {
         return; // uniform across the workgroup
     }
+    normRow(r, lid);
+}
+
+// normRow is the layer norm of row r of inp, by the 64 threads of a workgroup.
+fn normRow(r: u32, lid: u32) {
     let C = prm.C;
     let base = r * C;
     var s = 0.0;
@@ -68,11 +73,29 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
+// backward: dg and db; forward_add: the residual add's two inputs.
+@group(0) @binding(7) var<storage, read_write> b7: array<f32>;
+@group(0) @binding(8) var<storage, read_write> b8: array<f32>;
+
+// forward_add is a residual add followed by the layer norm of its result: inp = b7 + b8 (the
+// sum is kept, as the add would leave it), then forward's pass over inp. Each thread adds the
+// elements it later reads back, so no barrier is needed between the two.
+@compute @workgroup_size(64)
+fn forward_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let r = rowIndex(wg, nwg);
+    if (r >= prm.N) {
+        return; // uniform across the workgroup
+    }
+    let base = r * prm.C;
+    for (var i = lid; i < prm.C; i += WG) {
+        inp[base + i] = b7[base + i] + b8[base + i];
+    }
+    normRow(r, lid);
+}
+
 // The backward pass, input and parameter gradients in one dispatch of 256-thread workgroups:
 // the first ceil(C/16) workgroups sum the parameter gradients' columns (paramColumns), each
 // of the others computes the input gradient of four rows, 64 threads a row (inputRows).
-@group(0) @binding(7) var<storage, read_write> dgam: array<f32>;
-@group(0) @binding(8) var<storage, read_write> dbet: array<f32>;
 
 @compute @workgroup_size(256)
 fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -167,8 +190,8 @@ fn paramColumns(w: u32, lid: vec3<u32>) {
     colB[lid.y * 16u + lid.x] = sb;
     reduceColumns(lid);
     if (lid.y == 0u && c < C) {
-        dgam[c] += colA[lid.x];
-        dbet[c] += colB[lid.x];
+        b7[c] += colA[lid.x];
+        b8[c] += colB[lid.x];
     }
 }
 
