@@ -110,7 +110,7 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 // either writes) is held with it, and the two run side by side in one dispatch (dual64).
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
 	mm := &matmulCall{c: ten(c), a: ten(a), b: ten(b), M: M, N: N, K: K, l: l, accumulate: accumulate}
-	if be.mm != nil && be.mm2 == nil && len(be.adam) == 0 && pairs(be.mm, mm) {
+	if be.mm != nil && be.mm2 == nil && pairs(be.mm, mm) {
 		be.mm2 = mm
 		return
 	}
@@ -158,10 +158,8 @@ func pairs(p1, p2 *matmulCall) bool {
 	}
 	ts := []*tensor{p1.c, p1.a, p1.b, p2.c, p2.a}
 	for i, t := range ts {
-		for _, u := range ts[:i] {
-			if overlaps(t, u) {
-				return false
-			}
+		if overlapsAny(t, ts[:i]) {
+			return false
 		}
 	}
 	return true
@@ -208,6 +206,10 @@ func (be *Backend) plan(mm *matmulCall, part string) launch {
 			uint32(mm.l), biasGrad, mm.epilogue, uint32(tilesN)}}
 }
 
+// elems is the number of elements of one slice of the product's sums (its bias-gradient row
+// included).
+func (l launch) elems() int { return int(l.prob[0]+l.prob[9]) * int(l.prob[1]) }
+
 // reduceProb returns the Prob words with which reduce finishes l's product (slices 0: nothing
 // to do).
 func (l launch) reduceProb(slices int) []uint32 {
@@ -230,7 +232,7 @@ func (be *Backend) recordMatmul(mm *matmulCall) {
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
 	be.run(be.kernel("matmul", l.entry, 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
 	if l.slices > 1 {
-		x, y := be.grid(min((int(l.prob[0]+l.prob[9])*int(l.prob[1])+255)/256, 4096))
+		x, y := be.grid(min((l.elems()+255)/256, 4096))
 		be.run(be.kernel("matmul", "reduce", 5, 0), l.reduceProb(l.slices), []*tensor{mm.c, l.out, be.unused(3), bias, ep}, x, y)
 	}
 }
@@ -257,7 +259,7 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 	elems := 0
 	for _, l := range []launch{l1, l2} {
 		if l.slices > 1 {
-			elems += int(l.prob[0]+l.prob[9]) * int(l.prob[1])
+			elems += l.elems()
 		}
 	}
 	prm = append(append(l1.reduceProb(s1), l2.reduceProb(s2)...), 0, 0)
@@ -322,8 +324,8 @@ func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 		mm, other = be.mm2, be.mm
 	}
 	if mm != nil && mm.accumulate && mm.l == backend.TN && same(mm.b, d) && mm.dbias == nil &&
-		mm.K == N && mm.N == C && !overlaps(db, mm.c) && !overlaps(db, mm.a) && !overlaps(db, mm.b) && fuseBiasGrad(mm.M, mm.N, mm.K) &&
-		(other == nil || !overlaps(db, other.c) && !overlaps(db, other.a) && !overlaps(db, other.b)) {
+		mm.K == N && mm.N == C && !overlapsAny(db, []*tensor{mm.c, mm.a, mm.b}) && fuseBiasGrad(mm.M, mm.N, mm.K) &&
+		(other == nil || !overlapsAny(db, []*tensor{other.c, other.a, other.b})) {
 		mm.dbias = db.view(0, C)
 		if other == nil {
 			be.mm = nil
@@ -371,7 +373,7 @@ func (be *Backend) Mul(out, a, b backend.Tensor, n int) {
 	}
 	if mm := be.mm; mm != nil && !mm.accumulate && mm.bias == nil && mm.epilogue == epNone &&
 		same(x, o) && same(mm.c, o) && n == mm.M*mm.N &&
-		!overlaps(y, mm.c) && !overlaps(y, mm.a) && !overlaps(y, mm.b) &&
+		!overlapsAny(y, []*tensor{mm.c, mm.a, mm.b}) &&
 		(be.mm2 == nil || !overlaps(y, be.mm2.c) && (be.mm2.dbias == nil || !overlaps(y, be.mm2.dbias))) {
 		mm.epilogue, mm.ep = epMul, y
 		if be.mm2 == nil {
@@ -599,8 +601,8 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 // adamW gathers one AdamW call on tensors that lie in one buffer each.
 func (be *Backend) adamW(p, g, m, v, sumsq *tensor, n int, h backend.AdamParams) {
 	u := adamUpdate{p: p, g: g, m: m, v: v, sumsq: sumsq, n: n, h: h}
-	if be.mm != nil || be.sum != nil || len(be.adam) > 0 && !be.adam[0].joins(u) {
-		be.settle()
+	if len(be.adam) == 0 || !be.adam[0].joins(u) {
+		be.settle() // whatever is held back, and a gathering this update does not join
 	}
 	be.adam = append(be.adam, u)
 }
