@@ -76,18 +76,6 @@ fn gelu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     }
 }
 
-// x = GELU(y) and y = GELU'(y): the end of a linear layer followed by a GELU, which keeps the
-// derivative for the backward pass instead of the pre-activation.
-@compute @workgroup_size(256)
-fn gelu_both(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = id.x; i < prm.n; i += stride(nwg)) {
-        let v = y[i];
-        let cdf = normalCDF(v);
-        x[i] = v * cdf;
-        y[i] = geluGrad(v, cdf);
-    }
-}
-
 // x = y·z
 @compute @workgroup_size(256)
 fn mul(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -217,8 +217,8 @@ fn store(i: u32, j: u32, s: u32, v: f32) {
 
 // finish writes element e (column j) of C given its product v: plus C with accumulate, plus
 // bias[j] with hasBias, then the epilogue: a linear layer's GELU (keeping GELU' in C for the
-// backward pass, as elementwise.wgsl's gelu_both does) or the product with E (the gradient
-// through a GELU, as mul does).
+// backward pass, GELU itself in E) or the product with E (the gradient through a GELU, as
+// elementwise.wgsl's mul does).
 fn finish(e: u32, j: u32, v: f32) {
     var x = v;
     if (prm.p1.accumulate != 0u) {
