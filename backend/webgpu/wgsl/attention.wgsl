@@ -25,6 +25,8 @@
 const HS4_MAX: u32 = HS4MAXu;
 const KT: u32 = KTu;
 
+// Every tile element is copied before a thread reads it: workgroup memory is not zeroed on
+// Vulkan (internal/gpu/zeroinit.go).
 var<workgroup> tileX: array<vec4<f32>, TILEVu>; // [KT][HS4L]: k or q rows
 var<workgroup> tileY: array<vec4<f32>, TILEVu>; // [KT][HS4L]: v or dout rows
 

@@ -17,6 +17,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> targets: array<i32>;
 
 const WG: u32 = 256u;
+// Each thread writes its element before the reduction reads it (workgroup memory is not
+// zeroed on Vulkan: internal/gpu/zeroinit.go).
 var<workgroup> red: array<f32, 256>;
 
 fn reduceMax(lid: u32, v: f32) -> f32 {

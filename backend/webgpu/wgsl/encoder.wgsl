@@ -33,6 +33,8 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
 // rows whose token is v, in order (each counts the matches in its own run of rows, a prefix
 // sum gives where its matches go), then each thread adds its column of the listed rows of
 // dout. (One thread per element scanning every row took as long as a few products.)
+// counts is written by every thread before it is read, listed only read below the rows just
+// listed (workgroup memory is not zeroed on Vulkan: internal/gpu/zeroinit.go).
 const LIST: u32 = 2048u;
 var<workgroup> listed: array<u32, LIST>;
 var<workgroup> counts: array<u32, 64>;

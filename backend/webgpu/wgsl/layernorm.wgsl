@@ -17,6 +17,8 @@ struct Params {
 // (forward | backward | bias_backward; backward and forward_add also bind 7 and 8)
 
 const WG: u32 = 64u;
+// The workgroup arrays below are written in full before they are read (workgroup memory is
+// not zeroed on Vulkan: internal/gpu/zeroinit.go).
 var<workgroup> red: array<f32, 128>;
 
 // sum2 reduces a and b over the workgroup; every thread gets the totals.

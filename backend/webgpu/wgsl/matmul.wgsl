@@ -76,6 +76,8 @@ fn tileIndex(e: u32, kFast: bool, tile: u32, bk: u32) -> vec2<u32> {
     return vec2<u32>(e % tile, e / tile);
 }
 
+// Every tile element a thread reads has been put there first (workgroup memory is not zeroed
+// on Vulkan: internal/gpu/zeroinit.go).
 // The workgroup's tiles of A and B, shared by both kernels (each pipeline uses one kernel): k row
 // k of a tile holds `row` vec4 (the tile's width / 4, plus one of padding), element i of the
 // row at [k·row + i/4][i%4].

@@ -27,6 +27,8 @@ struct Params {
 
 const WG: u32 = 256u;
 const CHUNK: u32 = 4096u;
+// Each thread writes its element before the reduction reads it (workgroup memory is not
+// zeroed on Vulkan: internal/gpu/zeroinit.go).
 var<workgroup> red: array<f32, 256>;
 
 fn reduceSum(lid: u32, v: f32) -> f32 {

@@ -866,7 +866,11 @@ func (d *Device) newKernel(name, src, entry string, uniform []bool) (*Kernel, er
 		return nil, d.err
 	}
 	nbuf := len(uniform)
-	mod, err := d.dev.CreateShaderModule(&wgpu.ShaderModuleDescriptor{Label: name, WGSL: src})
+	desc, err := shaderModule(name, src)
+	if err != nil {
+		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
+	}
+	mod, err := d.dev.CreateShaderModule(desc)
 	if err != nil {
 		return nil, fmt.Errorf("compiling kernel %s: %w", name, err)
 	}
