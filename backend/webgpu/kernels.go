@@ -272,10 +272,13 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 var forceTile int
 
 // matmulKernel returns the product kernel for C [M, N] and its tile size: 128×128 tiles
-// (main128, four times the arithmetic per element read of the 64×64 kernel) when there are
-// enough of them to fill a large GPU, else 64×64 (which a long K then splits further).
+// (main128, four times the arithmetic per element read of the 64×64 kernel) only when there are
+// many of them (a product of 2048×2048 or more), else 64×64 (which a long K then splits
+// further). On an H200, main128 from 128 tiles up made huge's MLP products 20% slower than
+// main64 (14 against 18 TFLOP/s at 2048×1024×256; each SM holds one or two of its
+// workgroups) and main64 is as fast at 4096³.
 func matmulKernel(M, N int) (entry string, tile int) {
-	if forceTile == 128 || forceTile == 0 && ((M+127)/128)*((N+127)/128) >= 128 {
+	if forceTile == 128 || forceTile == 0 && ((M+127)/128)*((N+127)/128) >= 512 {
 		return "main128", 128
 	}
 	return "main64", 64
@@ -290,14 +293,16 @@ func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int) {
 }
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
-// given number of output tiles and elements: enough workgroups to fill a large GPU (about 256)
-// when the tiles alone are far fewer and K is long, with slices of at least 128 and partial
-// sums of at most 16M elements.
+// given number of output tiles and elements: enough workgroups for a few per SM of a large GPU
+// (about 512) when the tiles alone are fewer than 256 and K is long, with slices of at least 128
+// and partial sums of at most 16M elements. (Against splitting below 128 tiles toward 256
+// workgroups: huge and mega 6-7% faster on an H200, the smaller presets unchanged; toward
+// 1024 workgroups or with slices of 64, xl to mega slower.)
 func splitK(tiles, K, elems int) int {
-	if tiles >= 128 || K < 256 {
+	if tiles >= 256 || K < 256 {
 		return 1
 	}
-	s := min((256+tiles-1)/tiles, K/128, (16<<20)/max(elems, 1))
+	s := min((512+tiles-1)/tiles, K/128, (16<<20)/max(elems, 1))
 	return max(s, 1)
 }
 
