@@ -485,9 +485,11 @@ func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 	}
 }
 
-// AttentionBackward implements backend.Backend. dq sums over each query's keys, and dk and dv
-// over each key's queries, in slices, each its own thread, when a pass has few rows (see
-// attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then added in order.
+// AttentionBackward implements backend.Backend. D_i = dout_i·out_i is computed first, then
+// one dispatch computes dk and dv (each key's sum over its queries) and dq (each query's sum
+// over its keys) side by side. Each sum runs in slices, each its own thread, when a pass has
+// few rows (see attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then
+// added in order.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
@@ -497,11 +499,12 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 		d = be.scratchTensor("attention dqkv slices", S*B*T*3*C)
 		prm[len(prm)-1] = uint32(S)
 	}
-	x, y := be.attnGroups(B*NH*S, T)
-	be.run(be.attnKernel("backward_dq", C, NH), prm,
-		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), ten(out), ten(lse)}, x, y)
-	be.run(be.attnKernel("backward_dkdv", C, NH), prm,
-		[]*tensor{d, be.unused(2), ten(dout), ten(qkv), be.unused(5), be.unused(6), D, ten(lse)}, x, y)
+	x, y := be.grid((B*NH*T + 63) / 64)
+	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
+		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
+	x, y = be.grid(2 * B * NH * S * ((T + 63) / 64))
+	be.run(be.attnKernel("backward", C, NH), prm,
+		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
 	if S > 1 {
 		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}

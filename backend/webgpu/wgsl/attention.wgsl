@@ -49,8 +49,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> prm: Params;
 // forward:        out, lse, qkv (sliced: out and (m, l) partials for forward_merge)
 // forward_merge:  out, lse, out partials, (m, l) partials
-// backward_dq:    dqkv, D, dout, qkv, -, -, out, lse (writes the dq columns)
-// backward_dkdv:  dqkv, -, dout, qkv, -, -, D, lse (writes the dk and dv columns)
+// backward_d:     -, D, dout, -, -, -, out, -
+// backward:       dqkv, D, dout, qkv, -, -, -, lse
 @group(0) @binding(1) var<storage, read_write> b1: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b2: array<f32>;
 @group(0) @binding(3) var<storage, read_write> b3: array<f32>;
@@ -71,11 +71,15 @@ struct Task {
     ok: bool,
 }
 
-// task maps workgroup wg to a block of 64 rows of one (slice, sequence, head) and lane lid to a
-// row; done is true for a whole workgroup past the end of the grid.
-fn task(wg: vec3<u32>, nwg: vec3<u32>, lid: u32, rows: u32) -> Task {
+// flat returns workgroup wg's index in a grid of any shape, row by row.
+fn flat(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.y * nwg.x + wg.x;
+}
+
+// task maps workgroup w to a block of 64 rows of one (slice, sequence, head) and lane lid to a
+// row.
+fn task(w: u32, lid: u32, rows: u32) -> Task {
     let blocks = (rows + 63u) / 64u;
-    let w = wg.y * nwg.x + wg.x;
     let bhs = w / blocks;
     var t: Task;
     t.i0 = (w % blocks) * 64u;
@@ -89,9 +93,9 @@ fn task(wg: vec3<u32>, nwg: vec3<u32>, lid: u32, rows: u32) -> Task {
     return t;
 }
 
-// pastGrid reports whether workgroup wg is past the grid's B·NH·slices·blocks workgroups.
-fn pastGrid(wg: vec3<u32>, nwg: vec3<u32>, rows: u32) -> bool {
-    return wg.y * nwg.x + wg.x >= prm.B * prm.NH * prm.slices * ((rows + 63u) / 64u);
+// groups is the number of workgroups of a pass over rows rows: B·NH·slices·blocks.
+fn groups(rows: u32) -> u32 {
+    return prm.B * prm.NH * prm.slices * ((rows + 63u) / 64u);
 }
 
 // span returns the partner rows [lo, hi) of slice s of the n partner rows from first on, in
@@ -166,10 +170,11 @@ fn addY(w: vec4<f32>, at: u32, acc: vec4<f32>) -> vec4<f32> {
 
 @compute @workgroup_size(64)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    if (pastGrid(wg, nwg, prm.NQ)) {
+    let w = flat(wg, nwg);
+    if (w >= groups(prm.NQ)) {
         return;
     }
-    let t = task(wg, nwg, lid, prm.NQ);
+    let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let C3 = 3u * prm.C;
     let qat = (t.b * prm.TK + prm.P0 + t.i) * C3 + col;
@@ -271,13 +276,40 @@ fn forward_merge(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     }
 }
 
-// dq_i = scale · Σ_{j≤i} p_ij·(dout_i·v_j − D_i)·k_j, with D_i = dout_i·out_i (saved for dkdv).
+// The backward pass: backward_d computes D_i = dout_i·out_i for every row, then one dispatch of
+// backward runs dkdvRows' workgroups (the longer ones) and dqRows' side by side, each pass
+// alone leaving most of a large GPU idle.
 @compute @workgroup_size(64)
-fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    if (pastGrid(wg, nwg, prm.NQ)) {
+fn backward_d(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let li = flat(wg, nwg) * 64u + lid; // (b·NH + h)·NQ + i
+    if (li >= prm.B * prm.NH * prm.NQ) {
         return;
     }
-    let t = task(wg, nwg, lid, prm.NQ);
+    let i = li % prm.NQ;
+    let h = (li / prm.NQ) % prm.NH;
+    let b = li / (prm.NQ * prm.NH);
+    let row = (b * prm.NQ + i) * prm.C + h * prm.HS;
+    var D = 0.0;
+    for (var c = 0u; c < prm.HS; c++) {
+        D = fma(b3[row + c], b7[row + c], D);
+    }
+    b2[li] = D;
+}
+
+@compute @workgroup_size(64)
+fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let n = groups(prm.NQ);
+    let w = flat(wg, nwg);
+    if (w < n) {
+        dkdvRows(w, lid);
+    } else if (w < 2u * n) {
+        dqRows(w - n, lid);
+    }
+}
+
+// dq_i = scale · Σ_{j≤i} p_ij·(dout_i·v_j − D_i)·k_j for the rows of workgroup w.
+fn dqRows(w: u32, lid: u32) {
+    let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let T = prm.NQ;
     let C3 = 3u * prm.C;
@@ -288,7 +320,6 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     var qv: array<vec4<f32>, HS4_MAX>;
     var dov: array<vec4<f32>, HS4_MAX>;
     var dq: array<vec4<f32>, HS4_MAX>;
-    var D = 0.0;
     for (var e = 0u; e < HS4L; e++) {
         let c = 4u * e;
         let c1 = min(c + 1u, HSm);
@@ -296,12 +327,9 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         let c3 = min(c + 3u, HSm);
         qv[e] = head4(b4[row3 + min(c, HSm)], b4[row3 + c1], b4[row3 + c2], b4[row3 + c3], c);
         dov[e] = head4(b3[row + min(c, HSm)], b3[row + c1], b3[row + c2], b3[row + c3], c);
-        D += dot(dov[e], head4(b7[row + min(c, HSm)], b7[row + c1], b7[row + c2], b7[row + c3], c));
         dq[e] = vec4<f32>(0.0);
     }
-    if (t.s == 0u && t.ok) {
-        b2[li] = D;
-    }
+    let D = b2[li];
     let lse = b8[li];
     // The block's keys: 0 to its last query.
     let r = span(0u, min(T, t.i0 + 64u), t.s);
@@ -340,13 +368,10 @@ fn backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     }
 }
 
-// dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i
-@compute @workgroup_size(64)
-fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    if (pastGrid(wg, nwg, prm.NQ)) {
-        return;
-    }
-    let t = task(wg, nwg, lid, prm.NQ);
+// dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i for the rows
+// (keys) of workgroup w.
+fn dkdvRows(w: u32, lid: u32) {
+    let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let T = prm.NQ;
     let j = t.i;
@@ -393,7 +418,7 @@ fn backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
             let ic = lbase + min(iv, vec4<u32>(r.y - 1u));
             let visible = iv >= vec4<u32>(j) & iv < vec4<u32>(r.y);
             let lse = vec4<f32>(b8[ic.x], b8[ic.y], b8[ic.z], b8[ic.w]);
-            let D = vec4<f32>(b7[ic.x], b7[ic.y], b7[ic.z], b7[ic.w]);
+            let D = vec4<f32>(b2[ic.x], b2[ic.y], b2[ic.z], b2[ic.w]);
             let p = select(vec4<f32>(0.0), exp(s * prm.scale - lse), visible);
             let ds = p * (dp - D) * prm.scale;
             for (var e = 0u; e < HS4L; e++) {
