@@ -273,7 +273,7 @@ var forceTile int
 
 // matmulKernel returns the product kernel for C [M, N] and its tile size: 128×128 tiles
 // (main128, four times the arithmetic per element read of the 64×64 kernel) only when there are
-// many of them (a product of 2048×2048 or more), else 64×64 (which a long K then splits
+// many of them (a C of 2048×4096 or more), else 64×64 (which a long K then splits
 // further). On an H200, main128 from 128 tiles up made huge's MLP products 20% slower than
 // main64 (14 against 18 TFLOP/s at 2048×1024×256; each SM holds one or two of its
 // workgroups) and main64 is as fast at 4096³.
