@@ -232,7 +232,7 @@ func (be *Backend) recordMatmul(mm *matmulCall) {
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
 	be.run(be.kernel("matmul", l.entry, 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
 	if l.slices > 1 {
-		x, y := be.grid(min((l.elems()+255)/256, 4096))
+		x, y := be.reduceGroups(l.elems())
 		be.run(be.kernel("matmul", "reduce", 5, 0), l.reduceProb(l.slices), []*tensor{mm.c, l.out, be.unused(3), bias, ep}, x, y)
 	}
 }
@@ -263,7 +263,7 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 		}
 	}
 	prm = append(append(l1.reduceProb(s1), l2.reduceProb(s2)...), 0, 0)
-	x, y = be.grid(min((elems+255)/256, 4096))
+	x, y = be.reduceGroups(elems)
 	be.run(be.kernel("matmul", "reduce2", 7, 0), prm, []*tensor{m1.c, part1, be.unused(3), bias, ep, m2.c, part2}, x, y)
 }
 
@@ -287,10 +287,14 @@ func matmulKernel(M, N int) (entry string, tile int) {
 // reduceSlices records C = Σ_s part[s] for C [M, N] and part [slices, M, N], slices added
 // in order (matmul.wgsl's reduce).
 func (be *Backend) reduceSlices(c, part *tensor, slices, M, N int) {
-	x, y := be.grid(min((M*N+255)/256, 4096))
+	x, y := be.reduceGroups(M * N)
 	be.run(be.kernel("matmul", "reduce", 5, 0), []uint32{uint32(M), uint32(N), 0, 0, 0, uint32(slices), 0, 0, 0, 0, epNone, 0},
 		[]*tensor{c, part, be.unused(3), be.unused(4), be.unused(5)}, x, y)
 }
+
+// reduceGroups sizes the grid of reduce or reduce2 over elems elements: a workgroup of 256
+// threads per 256 elements, at most 4096 workgroups (whose threads then loop over the rest).
+func (be *Backend) reduceGroups(elems int) (int, int) { return be.grid(min((elems+255)/256, 4096)) }
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
 // given number of output tiles and elements: enough workgroups for a few per SM of a large GPU
@@ -502,7 +506,7 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 	x, y := be.grid((B*NH*T + 63) / 64)
 	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
 		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
-	x, y = be.grid(2 * B * NH * S * ((T + 63) / 64))
+	x, y = be.attnGroups(2*B*NH*S, T) // the dk/dv pass's workgroups, then the dq pass's
 	be.run(be.attnKernel("backward", C, NH), prm,
 		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
 	if S > 1 {
