@@ -464,25 +464,9 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	return nil
 }
 
-// tiledMaxHS is the widest head tiled.wgsl's kernels take: the training passes of narrower
-// heads run there, in 32-row blocks of register-blocked tile products; wider heads (and
-// decoding) run attention.wgsl's kernels of one row per thread, in 64-row blocks.
-const tiledMaxHS = 32
-
-// attnPass returns the kernel of a training pass (entry "forward" or "backward") for head size
-// C/NH and the rows per workgroup it takes.
-func (be *Backend) attnPass(entry string, C, NH int) (*gpu.Kernel, int) {
-	if hs := C / NH; hs <= tiledMaxHS {
-		return be.kernel("tiled", entry, 8, uint32(hs)), 32
-	}
-	return be.attnKernel(entry, C, NH), 64
-}
-
-// attnGroups sizes a grid of workgroups of block rows each, one per block (fewer in a
+// attnGroups sizes a grid of 64-thread workgroups, one per block of 64 rows (fewer in a
 // sequence's last block) of each of seqs (slice, sequence, head) triples of rows rows.
-func (be *Backend) attnGroups(seqs, rows, block int) (int, int) {
-	return be.grid(seqs * ((rows + block - 1) / block))
-}
+func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs * ((rows + 63) / 64)) }
 
 // Attention implements backend.Backend.
 // When rows are few, each query's keys are split into slices (see attnSlices), whose partial
@@ -495,9 +479,9 @@ func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 		o, l = be.scratchTensor("attention out slices", S*B*T*C), be.scratchTensor("attention m, l slices", 2*S*B*NH*T)
 		prm[len(prm)-1] = uint32(S)
 	}
-	k, block := be.attnPass("forward", C, NH)
-	x, y := be.attnGroups(B*NH*S, T, block)
-	be.run(k, prm, []*tensor{o, l, ten(qkv), be.unused(4), be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
+	x, y := be.attnGroups(B*NH*S, T)
+	be.run(be.attnKernel("forward", C, NH), prm,
+		[]*tensor{o, l, ten(qkv), be.unused(4), be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 	if S > 1 {
 		x, y := be.grid((B*T*C + 63) / 64)
 		be.run(be.kernel("attention", "forward_merge", 8, 0), prm,
@@ -507,7 +491,7 @@ func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 
 // AttentionBackward implements backend.Backend. D_i = dout_i·out_i is computed first, then
 // one dispatch computes dk and dv (each key's sum over its queries) and dq (each query's sum
-// over its keys) side by side. Each sum runs in slices, each its own workgroup, when a pass has
+// over its keys) side by side. Each sum runs in slices, each its own thread, when a pass has
 // few rows (see attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then
 // added in order.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
@@ -522,9 +506,9 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 	x, y := be.grid((B*NH*T + 63) / 64)
 	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
 		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
-	k, block := be.attnPass("backward", C, NH)
-	x, y = be.attnGroups(2*B*NH*S, T, block) // the dk/dv pass's workgroups, then the dq pass's
-	be.run(k, prm, []*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
+	x, y = be.attnGroups(2*B*NH*S, T) // the dk/dv pass's workgroups, then the dq pass's
+	be.run(be.attnKernel("backward", C, NH), prm,
+		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
 	if S > 1 {
 		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}
@@ -551,7 +535,7 @@ func attnSlices(rows, T int) int {
 func (be *Backend) AttentionDecode(out, qkv, cache backend.Tensor, pos, C, NH int) {
 	c := ten(cache)
 	be.Copy(c.view(pos*3*C, 3*C), qkv, 3*C)
-	x, y := be.attnGroups(NH, 1, 64)
+	x, y := be.attnGroups(NH, 1)
 	be.run(be.attnKernel("forward", C, NH), attnParams(1, 1, c.n/(3*C), C, NH, pos, false),
 		[]*tensor{ten(out), be.unused(2), c, be.unused(4), be.unused(5), be.unused(6), be.unused(7), be.unused(8)}, x, y)
 }

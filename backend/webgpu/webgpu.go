@@ -260,7 +260,7 @@ func (be *Backend) Describe() string {
 }
 
 // kernel returns the compiled kernel entry of file (compiling it the first time). For
-// attention and tiled, variant is the head size (see attnKernel).
+// attention, variant is the head size (see attnKernel).
 func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Kernel {
 	key := fmt.Sprintf("%s/%s/%d", file, entry, variant)
 	if k := be.kernels[key]; k != nil {
@@ -295,15 +295,6 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 		kt := min(32, 16384/(2*16*hs4)/4*4)
 		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
 			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4)).Replace(code)
-	case "tiled":
-		// variant is the head size, at most 32: HS4L vec4 of data in rows of W4 (a power of two).
-		hs4 := (int(variant) + 3) / 4
-		w4 := 1
-		for w4 < hs4 {
-			w4 *= 2
-		}
-		code = strings.NewReplacer("HS4L", fmt.Sprintf("%du", hs4), "W4u", fmt.Sprintf("%du", w4),
-			"TAu", fmt.Sprintf("%du", 32*w4)).Replace(code)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)
 	if err != nil {
