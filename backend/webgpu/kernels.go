@@ -347,12 +347,14 @@ func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 }
 
 // fuseBiasGrad reports whether the bias gradient of a weight gradient C [M, N] (inner
-// dimension K) is fused into its product, as a row of ones in op(A): unless that row adds a
-// row of tiles to a large product (on an H100, fused: medium 10% and large 5% faster a step,
-// huge, whose weight gradients are 256 rows by 768 or 1,024 over 2,048 tokens, 4% slower).
+// dimension K) is fused into its product, as a row of ones in op(A): always with 64-tiles
+// (where that row starts a tile row of its own, main64 computes only its column sums), and
+// with 128-tiles unless the row adds a row of tiles to a large product (on an H100, with a
+// whole row of 64-tiles computed: huge, whose weight gradients are 256 rows by 768 or 1,024
+// over 2,048 tokens, 4% slower than with the sums in a pass of their own).
 func fuseBiasGrad(M, N, K int) bool {
 	_, tile := matmulKernel(M+1, N)
-	return M%tile != 0 || M*N*K < 1<<28
+	return tile == 64 || M%tile != 0 || M*N*K < 1<<28
 }
 
 // Linear implements backend.Backend: the product, the bias and the GELU run as one dispatch.

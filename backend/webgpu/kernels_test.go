@@ -168,13 +168,14 @@ func TestMatMul(t *testing.T) {
 // A linear layer's weight gradient (a TN product adding into dW) followed by its bias gradient
 // from the same output gradient runs as one dispatch (the bias as a row of ones in the product);
 // dW and db are views of one flat gradient tensor, as in the model. Shapes with K split into
-// slices and not, and with the extra row making an extra row of tiles (IC 64).
+// slices and not, and with the extra row making an extra row of tiles (IC 64 and 128: with
+// 64-tiles that row computes only the column sums, see matmul.wgsl's biasRow64).
 func TestMatMulBiasGrad(t *testing.T) {
 	e := newEnv(t, 11)
 	defer func() { forceTile = 0 }()
 	for _, tile := range []int{64, 128} {
 		forceTile = tile
-		for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
+		for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {128, 70, 600}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
 			IC, OC, N := s[0], s[1], s[2]
 			dbOff := (IC*OC + 63) / 64 * 64
 			flat := e.in(e.randn(dbOff+OC, 1))
@@ -774,11 +775,12 @@ func TestEpilogues(t *testing.T) {
 // dW) and the bias gradient from the same output gradient, then the input gradient multiplied
 // in place (through a GELU), run as one dual64 dispatch (and one reduce2 where K is split),
 // equal to the CPU's kernels in turn. Shapes with neither, one or both products split; dW and
-// db are views of one flat gradient tensor, as in the model.
+// db are views of one flat gradient tensor, as in the model; with IC 64 the bias gradient's
+// row of ones is a tile row of its own.
 func TestLinearBackwardPair(t *testing.T) {
 	e := newEnv(t, 19)
 	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
-	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 300, 53, 2}, {96, 288, 1024, 2}} {
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 300, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}} {
 		IC, OC, N := s[0], s[1], s[2]
 		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
 		dbOff := (IC*OC + 63) / 64 * 64

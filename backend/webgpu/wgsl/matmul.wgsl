@@ -289,8 +289,12 @@ fn tile64(x: u32, y: u32, lid: vec3<u32>) {
     let aFast = prm.p1.layout != 2u;
     let bFast = prm.p1.layout == 1u;
     let kEnd = min(prm.p1.K, (slice + 1u) * prm.p1.kSlice);
-    var c0 = vec4<f32>(0.0); var c1 = vec4<f32>(0.0); var c2v = vec4<f32>(0.0); var c3 = vec4<f32>(0.0);
     var k0 = slice * prm.p1.kSlice;
+    if (row0 == prm.p1.M) { // a tile row of its own for the row of ones (biasGrad)
+        biasRow64(col0, slice, k0, kEnd, lid);
+        return;
+    }
+    var c0 = vec4<f32>(0.0); var c1 = vec4<f32>(0.0); var c2v = vec4<f32>(0.0); var c3 = vec4<f32>(0.0);
     var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE64, BK64);
     var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE64, BK64);
     for (; k0 < kEnd; k0 += BK64) {
@@ -318,6 +322,27 @@ fn tile64(x: u32, y: u32, lid: vec3<u32>) {
     store4(i0 + 1u, j0, slice, c1);
     store4(i0 + 2u, j0, slice, c2v);
     store4(i0 + 3u, j0, slice, c3);
+}
+
+// biasRow64 computes the tile at columns col0.. of the tile row that holds only the row of ones
+// (with biasGrad, when M is a multiple of 64): its row M is the column sums 1ᵀ·op(B) over the
+// slice's k, and its other rows lie outside C. Only the sums are computed: each of the 16
+// thread rows adds every 16th k, then thread row 0 adds the 16 partial sums in order.
+fn biasRow64(col0: u32, slice: u32, k0: u32, kEnd: u32, lid: vec3<u32>) {
+    let j = col0 + 4u * lid.x;
+    var s = vec4<f32>(0.0);
+    for (var k = k0 + lid.y; k < kEnd; k += 16u) {
+        s += vec4<f32>(loadB(k, j, kEnd), loadB(k, j + 1u, kEnd), loadB(k, j + 2u, kEnd), loadB(k, j + 3u, kEnd));
+    }
+    tileA[lid.y * 16u + lid.x] = s;
+    workgroupBarrier();
+    if (lid.y == 0u) {
+        var t = vec4<f32>(0.0);
+        for (var r = 0u; r < 16u; r++) {
+            t += tileA[r * 16u + lid.x];
+        }
+        store4(prm.p1.M, j, slice, t);
+    }
 }
 
 // reduceOne finishes element e of one slice of a product whose K was split (see reduce).
