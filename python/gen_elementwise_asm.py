@@ -108,6 +108,17 @@ def exp_block(x, n, t, m='Y7'):
     ]
 def expb(x,n,t): return exp_block(x,n,t)[1:]
 
+def ret_sum_y4():
+    """Lines that store the sum of Y4's 8 lanes as the float32 result and return (clobber Y1)."""
+    return ['	VEXTRACTF128 $1, Y4, X1', '	VADDPS X1, X4, X4', '	VHADDPS X4, X4, X4',
+            '	VHADDPS X4, X4, X4', '	VZEROUPPER', '	MOVSS X4, ret+24(FP)', '	RET']
+
+def ret_max_y2():
+    """Lines that store the largest of Y2's 8 lanes as the float32 result and return (clobber Y3)."""
+    return ['	VEXTRACTF128 $1, Y2, X3', '	VMAXPS X3, X2, X2', '	VPERMILPS $0x4e, X2, X3',
+            '	VMAXPS X3, X2, X2', '	VPERMILPS $0xb1, X2, X3', '	VMAXPS X3, X2, X2',
+            '	VZEROUPPER', '	MOVSS X2, ret+24(FP)', '	RET']
+
 L('// func expShift8(x *float32, n int, shift float32) float32')
 L('//')
 L('// x[i] = exp(x[i] − shift) for i < n, n a positive multiple of 8; returns Σ x[i] (summed in 8')
@@ -126,13 +137,7 @@ L('	VADDPS Y0, Y4, Y4')
 L('	ADDQ $32, SI')
 L('	SUBQ $8, CX')
 L('	JNZ exploop')
-L('	VEXTRACTF128 $1, Y4, X1')
-L('	VADDPS X1, X4, X4')
-L('	VHADDPS X4, X4, X4')
-L('	VHADDPS X4, X4, X4')
-L('	VZEROUPPER')
-L('	MOVSS X4, ret+24(FP)')
-L('	RET')
+out.extend(ret_sum_y4())
 L('')
 
 def erfc_half(x, q, t, a, e, n, tmp, grad=False):
@@ -352,17 +357,9 @@ scalemaxloop:
 	ADDQ $32, SI
 	SUBQ $8, CX
 	JNZ scalemaxloop
-	VEXTRACTF128 $1, Y2, X3
-	VMAXPS X3, X2, X2
-	VPERMILPS $0x4e, X2, X3
-	VMAXPS X3, X2, X2
-	VPERMILPS $0xb1, X2, X3
-	VMAXPS X3, X2, X2
-	VZEROUPPER
-	MOVSS X2, ret+24(FP)
-	RET
 '''
 out.append(SCALEMAX.rstrip('\n'))
+out.extend(ret_max_y2())
 
 
 def masked_tail(label):
@@ -412,13 +409,7 @@ L('	VADDPS Z0, Z4, K2, Z4')
 L('exp16sum:')
 L('	VEXTRACTF64X4 $1, Z4, Y1')
 L('	VADDPS Y1, Y4, Y4')
-L('	VEXTRACTF128 $1, Y4, X1')
-L('	VADDPS X1, X4, X4')
-L('	VHADDPS X4, X4, X4')
-L('	VHADDPS X4, X4, X4')
-L('	VZEROUPPER')
-L('	MOVSS X4, ret+24(FP)')
-L('	RET')
+out.extend(ret_sum_y4())
 L('')
 L('// func scaleMax16(x *float32, n int, s float32) float32')
 L('//')
@@ -448,15 +439,7 @@ L('	VMAXPS Z0, Z2, K2, Z2')
 L('smax16reduce:')
 L('	VEXTRACTF64X4 $1, Z2, Y3')
 L('	VMAXPS Y3, Y2, Y2')
-L('	VEXTRACTF128 $1, Y2, X3')
-L('	VMAXPS X3, X2, X2')
-L('	VPERMILPS $0x4e, X2, X3')
-L('	VMAXPS X3, X2, X2')
-L('	VPERMILPS $0xb1, X2, X3')
-L('	VMAXPS X3, X2, X2')
-L('	VZEROUPPER')
-L('	MOVSS X2, ret+24(FP)')
-L('	RET')
+out.extend(ret_max_y2())
 import os
 here = os.path.dirname(os.path.abspath(__file__))
 open(os.path.join(here, '..', 'backend', 'cpu', 'elementwise_amd64.s'), 'w').write('\n'.join(out)+'\n')
