@@ -91,6 +91,18 @@ func (e *env) out(n int) pair {
 	return p
 }
 
+// slice returns the view of n elements from off of p, on both backends.
+func (e *env) slice(p pair, off, n int) pair {
+	return pair{e.g.Slice(p.g, off, n), cpuBE.Slice(p.c, off, n)}
+}
+
+// both runs f on the GPU backend, then on its CPU twin; pick gives a pair's tensor on the
+// backend f is given.
+func (e *env) both(f func(be backend.Backend, pick func(pair) backend.Tensor)) {
+	f(e.g, func(p pair) backend.Tensor { return p.g })
+	f(cpuBE, func(p pair) backend.Tensor { return p.c })
+}
+
 func (e *env) ints(v []int32) pair {
 	p := pair{e.g.AllocInt(len(v)), cpuBE.AllocInt(len(v))}
 	e.g.UploadInt(p.g, v)
@@ -180,16 +192,11 @@ func TestMatMulBiasGrad(t *testing.T) {
 			dbOff := (IC*OC + 63) / 64 * 64
 			flat := e.in(e.randn(dbOff+OC, 1))
 			in, dout := e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1))
-			view := func(off, n int) pair { return pair{e.g.Slice(flat.g, off, n), cpuBE.Slice(flat.c, off, n)} }
-			dw, db := view(0, IC*OC), view(dbOff, OC)
-			for _, x := range []struct {
-				be backend.Backend
-				i  int
-			}{{e.g, 0}, {cpuBE, 1}} {
-				pick := func(p pair) backend.Tensor { return [2]backend.Tensor{p.g, p.c}[x.i] }
-				x.be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
-				x.be.BiasBackward(pick(db), pick(dout), N, OC)
-			}
+			dw, db := e.slice(flat, 0, IC*OC), e.slice(flat, dbOff, OC)
+			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+				be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
+				be.BiasBackward(pick(db), pick(dout), N, OC)
+			})
 			name := fmt.Sprintf("tile %d weight and bias gradients %v", tile, s)
 			e.check(name, flat, 1e-5*math.Sqrt(float64(N)))
 			// Fused: the bias gradient adds no dispatch to the product's.
@@ -443,10 +450,7 @@ func TestSumSquaresAdamW(t *testing.T) {
 			e.check(name+" sum of squares", sumsq, 1e-5)
 			for i, n := range sizes {
 				h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1 * float32(i), Clip: clip, Step: 3}
-				view := func(q pair) pair {
-					return pair{e.g.Slice(q.g, offs[i], n), cpuBE.Slice(q.c, offs[i], n)}
-				}
-				pv, gv, mv, vv := view(p), view(g), view(m), view(v)
+				pv, gv, mv, vv := e.slice(p, offs[i], n), e.slice(g, offs[i], n), e.slice(m, offs[i], n), e.slice(v, offs[i], n)
 				e.g.AdamW(pv.g, gv.g, mv.g, vv.g, sumsq.g, n, h)
 				cpuBE.AdamW(pv.c, gv.c, mv.c, vv.c, sumsq.c, n, h)
 			}
@@ -786,22 +790,17 @@ func TestLinearBackwardPair(t *testing.T) {
 		dbOff := (IC*OC + 63) / 64 * 64
 		grads := e.in(e.randn(dbOff+OC, 1))
 		w, in, dout, f := e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1)), e.in(e.randn(N*IC, 1))
-		view := func(off, n int) pair { return pair{e.g.Slice(grads.g, off, n), cpuBE.Slice(grads.c, off, n)} }
-		dw, db := view(0, IC*OC), view(dbOff, OC)
+		dw, db := e.slice(grads, 0, IC*OC), e.slice(grads, dbOff, OC)
 		din := e.out(N * IC)
 		for _, mul := range []bool{false, true} {
-			for _, x := range []struct {
-				be backend.Backend
-				i  int
-			}{{e.g, 0}, {cpuBE, 1}} {
-				pick := func(p pair) backend.Tensor { return [2]backend.Tensor{p.g, p.c}[x.i] }
-				x.be.MatMul(pick(din), pick(dout), pick(w), N, IC, OC, backend.NT, false)
-				x.be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
-				x.be.BiasBackward(pick(db), pick(dout), N, OC)
+			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+				be.MatMul(pick(din), pick(dout), pick(w), N, IC, OC, backend.NT, false)
+				be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
+				be.BiasBackward(pick(db), pick(dout), N, OC)
 				if mul {
-					x.be.Mul(pick(din), pick(din), pick(f), N*IC)
+					be.Mul(pick(din), pick(din), pick(f), N*IC)
 				}
-			}
+			})
 			e.check(fmt.Sprintf("%s mul=%v input gradient", name, mul), din, 1e-5*math.Sqrt(float64(OC)))
 			e.check(fmt.Sprintf("%s mul=%v weight and bias gradients", name, mul), grads, 1e-5*math.Sqrt(float64(N)))
 		}
