@@ -10,8 +10,8 @@ import (
 )
 
 // Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
-// each layout with each kernel (64 and 128 tiles), timed over many dispatches in one submit and reported in GFLOP/s,
-// and the dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
+// each layout, timed over many dispatches in one submit and reported in GFLOP/s, and the
+// dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
 //
 //	go test -run NONE -bench . ./backend/webgpu
 
@@ -23,26 +23,22 @@ func BenchmarkMatMul(b *testing.B) {
 		{2048, 1024, 256}, {2048, 256, 1024}, {1024, 1024, 256}, {1024, 256, 1024}, {256, 1024, 1024}} {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
-			for _, tile := range []int{64, 128} {
-				b.Run(fmt.Sprintf("%dx%dx%d/%s/tile%d", M, N, K, l, tile), func(b *testing.B) {
-					forceTile = tile
-					defer func() { forceTile = 0 }()
-					x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
-					defer func() { g.Release(x); g.Release(y); g.Release(z) }()
-					out := make([]float32, 1)
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", M, N, K, l), func(b *testing.B) {
+				x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
+				defer func() { g.Release(x); g.Release(y); g.Release(z) }()
+				out := make([]float32, 1)
+				g.MatMul(z, x, y, M, N, K, l, false)
+				g.Download(out, z, 0) // compile and warm up
+				b.ResetTimer()
+				for range b.N {
 					g.MatMul(z, x, y, M, N, K, l, false)
-					g.Download(out, z, 0) // compile and warm up
-					b.ResetTimer()
-					for range b.N {
-						g.MatMul(z, x, y, M, N, K, l, false)
-					}
-					g.Download(out, z, 0)
-					b.ReportMetric(2*float64(M)*float64(N)*float64(K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					if err := g.Err(); err != nil {
-						b.Fatal(err)
-					}
-				})
-			}
+				}
+				g.Download(out, z, 0)
+				b.ReportMetric(2*float64(M)*float64(N)*float64(K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				if err := g.Err(); err != nil {
+					b.Fatal(err)
+				}
+			})
 		}
 	}
 }

@@ -143,18 +143,12 @@ const (
 )
 
 // pairs reports whether p2 can run in one dispatch with the held product p1 (dual64): p2 is a
-// weight gradient whose second operand is p1's first (a linear layer's output gradient), both
-// use 64-tiles (with or without p2's row of bias-gradient ones), and neither writes what the
-// other reads or writes.
+// weight gradient whose second operand is p1's first (a linear layer's output gradient), and
+// neither writes what the other reads or writes.
 func pairs(p1, p2 *matmulCall) bool {
 	if p2.l != backend.TN || !p2.accumulate || p1.l == backend.TN || !same(p2.b, p1.a) ||
 		p1.bias != nil || p1.dbias != nil || p1.epilogue != epNone {
 		return false
-	}
-	for _, s := range [][2]int{{p1.M, p1.N}, {p2.M, p2.N}, {p2.M + 1, p2.N}} {
-		if e, _ := matmulKernel(s[0], s[1]); e != "main64" {
-			return false
-		}
 	}
 	ts := []*tensor{p1.c, p1.a, p1.b, p2.c, p2.a}
 	for i, t := range ts {
@@ -165,10 +159,9 @@ func pairs(p1, p2 *matmulCall) bool {
 	return true
 }
 
-// launch is how a product runs: its kernel, its grid of tiles, where its sums go and its
-// parameter words (matmul.wgsl's Prob).
+// launch is how a product runs: its grid of tiles, where its sums go and its parameter words
+// (matmul.wgsl's Prob).
 type launch struct {
-	entry                  string
 	tilesM, tilesN, slices int
 	out                    *tensor // C, or the partial sums when K is split
 	bias, ep               *tensor // bound as bias and ep (nil: not used)
@@ -189,8 +182,7 @@ func (be *Backend) plan(mm *matmulCall, part string) launch {
 	if mm.dbias != nil {
 		rows, biasGrad, bias = mm.M+1, 1, mm.dbias
 	}
-	entry, tile := matmulKernel(rows, mm.N)
-	tilesM, tilesN := (rows+tile-1)/tile, (mm.N+tile-1)/tile
+	tilesM, tilesN := (rows+matmulTile-1)/matmulTile, (mm.N+matmulTile-1)/matmulTile
 	slices := splitK(tilesM*tilesN, mm.K, rows*mm.N)
 	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
 	// each slice's partial sums (ignoring both) and a reduce kernel finishes C.
@@ -201,7 +193,7 @@ func (be *Backend) plan(mm *matmulCall, part string) launch {
 		slices = (mm.K + kSlice - 1) / kSlice
 		out, split = be.scratchTensor(part, slices*rows*mm.N), 1
 	}
-	return launch{entry: entry, tilesM: tilesM, tilesN: tilesN, slices: slices, out: out, bias: bias, ep: mm.ep,
+	return launch{tilesM: tilesM, tilesN: tilesN, slices: slices, out: out, bias: bias, ep: mm.ep,
 		prob: []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split,
 			uint32(mm.l), biasGrad, mm.epilogue, uint32(tilesN)}}
 }
@@ -230,7 +222,7 @@ func (be *Backend) or(t *tensor, i int) *tensor {
 func (be *Backend) recordMatmul(mm *matmulCall) {
 	l := be.plan(mm, "matmul partial sums")
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
-	be.run(be.kernel("matmul", l.entry, 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
+	be.run(be.kernel("matmul", "main64", 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
 	if l.slices > 1 {
 		x, y := be.reduceGroups(l.elems())
 		be.run(be.kernel("matmul", "reduce", 5, 0), l.reduceProb(l.slices), []*tensor{mm.c, l.out, be.unused(3), bias, ep}, x, y)
@@ -267,22 +259,9 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 	be.run(be.kernel("matmul", "reduce2", 7, 0), prm, []*tensor{m1.c, part1, be.unused(3), bias, ep, m2.c, part2}, x, y)
 }
 
-// forceTile, when not 0, makes every product use the kernel of that tile size (64 or 128), for
-// tests and benchmarks of each kernel.
-var forceTile int
-
-// matmulKernel returns the product kernel for C [M, N] and its tile size: 128×128 tiles
-// (main128, four times the arithmetic per element read of the 64×64 kernel) only when there are
-// many of them (a C of 2048×4096 or more), else 64×64 (which a long K then splits
-// further). On an H200, main128 from 128 tiles up made huge's MLP products 20% slower than
-// main64 (14 against 18 TFLOP/s at 2048×1024×256; each SM holds one or two of its
-// workgroups) and main64 is as fast at 4096³.
-func matmulKernel(M, N int) (entry string, tile int) {
-	if forceTile == 128 || forceTile == 0 && ((M+127)/128)*((N+127)/128) >= 512 {
-		return "main128", 128
-	}
-	return "main64", 64
-}
+// matmulTile is the side of the tiles of C that matmul.wgsl's main64 computes, one per
+// workgroup.
+const matmulTile = 64
 
 // reduceSlices records C = Σ_s part[s] for C [M, N] and part [slices, M, N], slices added
 // in order (matmul.wgsl's reduce).
@@ -324,8 +303,9 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 
 // BiasBackward implements backend.Backend.
 // Right after the weight gradient of the same layer (a TN product adding into dW from the same
-// dout, held alone or as the second of a pair) it is fused into that product (see
-// fuseBiasGrad).
+// dout, held alone or as the second of a pair) it is fused into that product, as a row of
+// ones in op(A) (where that row starts a tile row of its own, main64 computes only its column
+// sums).
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	d, db := ten(dout), ten(dbias)
 	mm, other := be.mm, (*matmulCall)(nil)
@@ -333,7 +313,7 @@ func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 		mm, other = be.mm2, be.mm
 	}
 	if mm != nil && mm.accumulate && mm.l == backend.TN && same(mm.b, d) && mm.dbias == nil &&
-		mm.K == N && mm.N == C && !overlapsAny(db, []*tensor{mm.c, mm.a, mm.b}) && fuseBiasGrad(mm.M, mm.N, mm.K) &&
+		mm.K == N && mm.N == C && !overlapsAny(db, []*tensor{mm.c, mm.a, mm.b}) &&
 		(other == nil || !overlapsAny(db, []*tensor{other.c, other.a, other.b})) {
 		mm.dbias = db.view(0, C)
 		if other == nil {
@@ -344,17 +324,6 @@ func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	}
 	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
 		[]*tensor{ten(dbias), be.unused(2), be.unused(3), be.unused(4), be.unused(5), d}, (C+15)/16, 1)
-}
-
-// fuseBiasGrad reports whether the bias gradient of a weight gradient C [M, N] (inner
-// dimension K) is fused into its product, as a row of ones in op(A): always with 64-tiles
-// (where that row starts a tile row of its own, main64 computes only its column sums), and
-// with 128-tiles unless the row adds a row of tiles to a large product (on an H100, with a
-// whole row of 64-tiles computed: huge, whose weight gradients are 256 rows by 768 or 1,024
-// over 2,048 tokens, 4% slower than with the sums in a pass of their own).
-func fuseBiasGrad(M, N, K int) bool {
-	_, tile := matmulKernel(M+1, N)
-	return tile == 64 || M%tile != 0 || M*N*K < 1<<28
 }
 
 // Linear implements backend.Backend: the product, the bias and the GELU run as one dispatch.

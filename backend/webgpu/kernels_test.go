@@ -153,25 +153,21 @@ func (e *env) check(what string, p pair, tol float64) {
 func TestMatMul(t *testing.T) {
 	e := newEnv(t, 1)
 	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}}
-	defer func() { forceTile = 0 }()
-	for _, tile := range []int{64, 128} {
-		forceTile = tile
-		for _, s := range shapes {
-			M, N, K := s[0], s[1], s[2]
-			for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
-				for _, acc := range []bool{false, true} {
-					a := e.in(e.randn(M*K, 1))
-					b := e.in(e.randn(K*N, 1))
-					var c pair
-					if acc {
-						c = e.in(e.randn(M*N, 1))
-					} else {
-						c = e.out(M * N)
-					}
-					e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
-					cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
-					e.check(fmt.Sprintf("tile %d %dx%dx%d/%s/acc=%v", tile, M, N, K, l, acc), c, 1e-5*math.Sqrt(float64(K)))
+	for _, s := range shapes {
+		M, N, K := s[0], s[1], s[2]
+		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+			for _, acc := range []bool{false, true} {
+				a := e.in(e.randn(M*K, 1))
+				b := e.in(e.randn(K*N, 1))
+				var c pair
+				if acc {
+					c = e.in(e.randn(M*N, 1))
+				} else {
+					c = e.out(M * N)
 				}
+				e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
+				cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+				e.check(fmt.Sprintf("%dx%dx%d/%s/acc=%v", M, N, K, l, acc), c, 1e-5*math.Sqrt(float64(K)))
 			}
 		}
 	}
@@ -180,40 +176,36 @@ func TestMatMul(t *testing.T) {
 // A linear layer's weight gradient (a TN product adding into dW) followed by its bias gradient
 // from the same output gradient runs as one dispatch (the bias as a row of ones in the product);
 // dW and db are views of one flat gradient tensor, as in the model. Shapes with K split into
-// slices and not, and with the extra row making an extra row of tiles (IC 64 and 128: with
-// 64-tiles that row computes only the column sums, see matmul.wgsl's biasRow64).
+// slices and not, and with the extra row making an extra row of tiles (IC 64 and 128: that row
+// computes only the column sums, see matmul.wgsl's biasRow64).
 func TestMatMulBiasGrad(t *testing.T) {
 	e := newEnv(t, 11)
-	defer func() { forceTile = 0 }()
-	for _, tile := range []int{64, 128} {
-		forceTile = tile
-		for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {128, 70, 600}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
-			IC, OC, N := s[0], s[1], s[2]
-			dbOff := (IC*OC + 63) / 64 * 64
-			flat := e.in(e.randn(dbOff+OC, 1))
-			in, dout := e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1))
-			dw, db := e.slice(flat, 0, IC*OC), e.slice(flat, dbOff, OC)
-			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
-				be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
-				be.BiasBackward(pick(db), pick(dout), N, OC)
-			})
-			name := fmt.Sprintf("tile %d weight and bias gradients %v", tile, s)
-			e.check(name, flat, 1e-5*math.Sqrt(float64(N)))
-			// Fused: the bias gradient adds no dispatch to the product's.
-			count := func(bias bool) int {
-				e.g.settle()
-				d0 := e.g.dev.Stats().Dispatches
-				e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
-				if bias {
-					e.g.BiasBackward(db.g, dout.g, N, OC)
-				}
-				e.g.settle()
-				return e.g.dev.Stats().Dispatches - d0
+	for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {128, 70, 600}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
+		IC, OC, N := s[0], s[1], s[2]
+		dbOff := (IC*OC + 63) / 64 * 64
+		flat := e.in(e.randn(dbOff+OC, 1))
+		in, dout := e.in(e.randn(N*IC, 1)), e.in(e.randn(N*OC, 1))
+		dw, db := e.slice(flat, 0, IC*OC), e.slice(flat, dbOff, OC)
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
+			be.BiasBackward(pick(db), pick(dout), N, OC)
+		})
+		name := fmt.Sprintf("weight and bias gradients %v", s)
+		e.check(name, flat, 1e-5*math.Sqrt(float64(N)))
+		// Fused: the bias gradient adds no dispatch to the product's.
+		count := func(bias bool) int {
+			e.g.settle()
+			d0 := e.g.dev.Stats().Dispatches
+			e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
+			if bias {
+				e.g.BiasBackward(db.g, dout.g, N, OC)
 			}
-			count(false) // allocates the scratch a product without a bias binds, outside the count
-			if with, without := count(true), count(false); with != without {
-				t.Errorf("%s: %d dispatches with the bias gradient, %d without", name, with, without)
-			}
+			e.g.settle()
+			return e.g.dev.Stats().Dispatches - d0
+		}
+		count(false) // allocates the scratch a product without a bias binds, outside the count
+		if with, without := count(true), count(false); with != without {
+			t.Errorf("%s: %d dispatches with the bias gradient, %d without", name, with, without)
 		}
 	}
 }

@@ -7,17 +7,17 @@
 // batch's tokens) would keep most of the GPU idle, so K can be split into slices: each
 // workgroup sums one slice of one tile into a partial product, and reduce adds them up.
 //
-// Two kernels, one pipeline each (the layout is a parameter): main64 computes a 64×64 tile of C
-// per workgroup of 16×16 threads, each thread a 4×4 register block; main128 a 128×128 tile,
-// each thread an 8×8 block, four times the arithmetic per element read from workgroup memory,
-// for products with enough such tiles to fill the GPU. Both walk the inner dimension in blocks:
+// main64 computes a 64×64 tile of C per workgroup of 16×16 threads, each thread a 4×4 register
+// block (one pipeline: the layout is a parameter). It walks the inner dimension in blocks of 16:
 // the workgroup copies a block of A and of B into workgroup memory (zero outside the matrices,
 // so any shape is safe; the next block is read from memory into registers while the current
 // one is multiplied), then each thread reads vec4 of A and of B from the tiles and updates its
 // register block with vec4 multiply-adds. Thread (tx, ty) holds rows 4·ty + r and columns 4·tx
-// + q of the tile (and, in main128, rows and columns 64 further). Every element of C is summed
-// in k order. The register blocks are named vec4 variables: an array indexed in loops (the
-// first 8×8 kernel) was spilled to memory by NVIDIA's driver and ran at 2 TFLOP/s on an H100.
+// + q of the tile. Every element of C is summed in k order. The register blocks are named vec4
+// variables: an array indexed in loops (the first 8×8 kernel) was spilled to memory by
+// NVIDIA's driver and ran at 2 TFLOP/s on an H100. (A second kernel of 128×128 tiles, 8×8
+// blocks per thread, was slower on an H200 at every shape once the copies of inner blocks
+// skipped their bounds checks: 27.8 against 30.8 TFLOP/s at 4096³.)
 //
 // dual64 runs two independent products in one dispatch, each workgroup a tile of one of them:
 // a linear layer's input gradient (C = dY·Wᵀ) and weight gradient (C2 = Xᵀ·dY), whose second
@@ -78,10 +78,10 @@ fn tileIndex(e: u32, kFast: bool, tile: u32, bk: u32) -> vec2<u32> {
 
 // Every tile element a thread reads has been put there first (workgroup memory is not zeroed
 // on Vulkan: internal/gpu/zeroinit.go).
-// The workgroup's tiles of A and B, shared by both kernels (each pipeline uses one kernel): k row
-// k of a tile holds `row` vec4 (the tile's width / 4, plus one of padding), element i of the
-// row at [k·row + i/4][i%4].
-var<workgroup> tileA: array<vec4<f32>, 272>; // main64: [BK64][ROW64], main128: [BK128][ROW128]
+// The workgroup's tiles of A and B: k row k of a tile holds `row` vec4 (the tile's width / 4,
+// plus one of padding, so that copies along k hit distinct memory banks), element i of the row
+// at [k·row + i/4][i%4].
+var<workgroup> tileA: array<vec4<f32>, 272>; // [BK64][ROW64]
 var<workgroup> tileB: array<vec4<f32>, 272>;
 
 // put stores v, elements tid + 256·e (e < 4) of a tile×bk block as fetchA or fetchB read them,
@@ -109,71 +109,6 @@ fn put(tid: u32, kFast: bool, v: vec4<f32>, isA: bool, tile: u32, bk: u32, row: 
 const TILE64: u32 = 64u;
 const BK64: u32 = 16u;
 const ROW64: u32 = 17u; // vec4 per k row of a tile: 16 and one of padding
-
-// main128: 128×128 tiles, blocks of 8 along k; per step of k a thread reads two vec4 of A and two
-// of B for 64 multiply-adds. The tiles' k rows are padded to 33 vec4 (main64's to 17) so that
-// copies along k hit distinct memory banks.
-const TILE128: u32 = 128u;
-const BK128: u32 = 8u;
-const ROW128: u32 = 33u; // vec4 per k row of a tile: 32 and one of padding
-
-@compute @workgroup_size(16, 16)
-fn main128(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let slice = wg.y / prm.p1.tilesM;
-    let row0 = (wg.y % prm.p1.tilesM) * TILE128;
-    let col0 = wg.x * TILE128;
-    let tid = lid.y * 16u + lid.x;
-    let aFast = prm.p1.layout != 2u; // A [M, K]: consecutive k
-    let bFast = prm.p1.layout == 1u; // B [N, K]: consecutive k
-    let kEnd = min(prm.p1.K, (slice + 1u) * prm.p1.kSlice);
-    var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
-    var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
-    var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
-    var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
-    // The block in flight: elements tid + 256·e (e < 4) of each operand's block, read from
-    // memory while the previous block is multiplied. (Named vectors, no indexing by e: that
-    // too could land in memory.)
-    var k0 = slice * prm.p1.kSlice;
-    var pa = fetchA(tid, row0, k0, kEnd, aFast, TILE128, BK128);
-    var pb = fetchB(tid, col0, k0, kEnd, bFast, TILE128, BK128);
-    for (; k0 < kEnd; k0 += BK128) {
-        put(tid, aFast, pa, true, TILE128, BK128, ROW128);
-        put(tid, bFast, pb, false, TILE128, BK128, ROW128);
-        workgroupBarrier();
-        let k1 = k0 + BK128;
-        if (k1 < kEnd) {
-            pa = fetchA(tid, row0, k1, kEnd, aFast, TILE128, BK128);
-            pb = fetchB(tid, col0, k1, kEnd, bFast, TILE128, BK128);
-        }
-        for (var k = 0u; k < BK128; k++) {
-            let a0 = tileA[k * ROW128 + lid.y];
-            let a1 = tileA[k * ROW128 + 16u + lid.y];
-            let b0 = tileB[k * ROW128 + lid.x];
-            let b1 = tileB[k * ROW128 + 16u + lid.x];
-            c00 = fma(vec4<f32>(a0.x), b0, c00); c01 = fma(vec4<f32>(a0.x), b1, c01);
-            c10 = fma(vec4<f32>(a0.y), b0, c10); c11 = fma(vec4<f32>(a0.y), b1, c11);
-            c20 = fma(vec4<f32>(a0.z), b0, c20); c21 = fma(vec4<f32>(a0.z), b1, c21);
-            c30 = fma(vec4<f32>(a0.w), b0, c30); c31 = fma(vec4<f32>(a0.w), b1, c31);
-            c40 = fma(vec4<f32>(a1.x), b0, c40); c41 = fma(vec4<f32>(a1.x), b1, c41);
-            c50 = fma(vec4<f32>(a1.y), b0, c50); c51 = fma(vec4<f32>(a1.y), b1, c51);
-            c60 = fma(vec4<f32>(a1.z), b0, c60); c61 = fma(vec4<f32>(a1.z), b1, c61);
-            c70 = fma(vec4<f32>(a1.w), b0, c70); c71 = fma(vec4<f32>(a1.w), b1, c71);
-        }
-        workgroupBarrier();
-    }
-    let i0 = row0 + 4u * lid.y;
-    let i1 = i0 + 64u;
-    let j0 = col0 + 4u * lid.x;
-    let j1 = j0 + 64u;
-    store4(i0, j0, slice, c00); store4(i0, j1, slice, c01);
-    store4(i0 + 1u, j0, slice, c10); store4(i0 + 1u, j1, slice, c11);
-    store4(i0 + 2u, j0, slice, c20); store4(i0 + 2u, j1, slice, c21);
-    store4(i0 + 3u, j0, slice, c30); store4(i0 + 3u, j1, slice, c31);
-    store4(i1, j0, slice, c40); store4(i1, j1, slice, c41);
-    store4(i1 + 1u, j0, slice, c50); store4(i1 + 1u, j1, slice, c51);
-    store4(i1 + 2u, j0, slice, c60); store4(i1 + 2u, j1, slice, c61);
-    store4(i1 + 3u, j0, slice, c70); store4(i1 + 3u, j1, slice, c71);
-}
 
 // PROBLEM BEGIN
 
