@@ -356,8 +356,19 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 }
 
 // padA copies rows [0, rows) of A (A[i, k] = a[i·rs + k·ks]), k in [0, kc), into apad as a
-// row-major block of len(apad)/kc rows, the rows past rows zero.
+// row-major block of len(apad)/kc rows, the rows past rows zero. A transposed A (rs 1, as
+// attention's dSᵀ and Pᵀ) is read a row of its memory at a time.
 func padA(apad, a []float32, rs, ks, rows, kc int) {
+	if rs == 1 && ks != 1 {
+		clear(apad[rows*kc:])
+		for k := range kc {
+			src := a[k*ks:][:rows]
+			for r, v := range src {
+				apad[r*kc+k] = v
+			}
+		}
+		return
+	}
 	for r := range len(apad) / kc {
 		dst := apad[r*kc : r*kc+kc]
 		if r >= rows {
