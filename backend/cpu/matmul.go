@@ -361,12 +361,7 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 func padA(apad, a []float32, rs, ks, rows, kc int) {
 	if rs == 1 && ks != 1 {
 		clear(apad[rows*kc:])
-		for k := range kc {
-			src := a[k*ks:][:rows]
-			for r, v := range src {
-				apad[r*kc+k] = v
-			}
-		}
+		transposeRows(apad, kc, a, ks, kc, rows) // A's memory rows are its columns k
 		return
 	}
 	for r := range len(apad) / kc {
