@@ -276,16 +276,17 @@ func TestMatMulLayouts(t *testing.T) {
 
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}} {
+	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}} {
 		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
 	}
 }
 
-// matMulDeterministic requires one product to give the same bits on 1, 2, 3 and 7 workers.
+// matMulDeterministic requires one product to give the same bits on 1, 2, 3, 7 and 16 workers
+// (which cut it into tiles of different sizes).
 func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.Layout) {
 	a, b := randVec(rng, M*K, 1), randVec(rng, K*N, 1)
 	var ref []float64
-	for _, workers := range []int{1, 2, 3, 7} {
+	for _, workers := range []int{1, 2, 3, 7, 16} {
 		be := New()
 		be.pool = newPool(workers)
 		be.scratch = make([]mmScratch, workers)

@@ -174,15 +174,28 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 
 	// Products with few tiles and a long K (the weight gradients, whose K is the number of
-	// tokens) split K by blocks when the slices fit in maxSplitFloats; others shrink their
-	// tiles (keeping multiples of the micro-kernel's block) until every worker gets some.
+	// tokens) split K by blocks when the slices fit in maxSplitFloats; then tiles shrink
+	// (keeping multiples of the micro-kernel's block) until every worker gets two chunks, and
+	// on to chunksPerWorker while a chunk keeps at least minChunkFlops of work. The cores of a
+	// shared machine run at different speeds (on the 16-core machine, 86 to 176 GFLOP/s each
+	// with all sixteen busy), and a worker done with its share can only take over chunks that
+	// a slower one has not started yet, so two large chunks each left the fast cores waiting.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
 	t.split = 0
 	if blocks := tiles(K, kcBlock); blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
 		t.split = blocks
 	}
-	for tiles(M, t.mc)*tiles(N, t.nc)*max(t.split, 1) < 2*workers && (t.mc > mr || t.nc > nr) {
+	kc := min(K, kcBlock)
+	if t.split == 0 {
+		kc = K
+	}
+	for {
+		chunks := tiles(M, t.mc) * tiles(N, t.nc) * max(t.split, 1)
+		if chunks >= chunksPerWorker*workers || t.mc <= mr && t.nc <= nr ||
+			chunks >= 2*workers && t.mc*t.nc*kc < minChunkFlops { // 2·(mc/2)·nc·kc flops once halved
+			break
+		}
 		if t.mc >= t.nc && t.mc > mr || t.nc <= nr {
 			t.mc = roundUp(t.mc/2, mr)
 		} else {
@@ -204,6 +217,13 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 
 // maxSplitFloats bounds the scratch of a product split along K (16 MB).
 const maxSplitFloats = 1 << 22
+
+// A product is cut into up to chunksPerWorker chunks per worker, none under minChunkFlops
+// (about 15 µs of one core) unless that leaves a worker fewer than two.
+const (
+	chunksPerWorker = 8
+	minChunkFlops   = 2 << 20
+)
 
 func tiles(n, size int) int { return (n + size - 1) / size }
 
