@@ -87,9 +87,9 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 }
 
 // grow makes *buf at least n long, reallocating only when it is too short.
-func grow(buf *[]float32, n int) {
+func grow[E any](buf *[]E, n int) {
 	if len(*buf) < n {
-		*buf = make([]float32, n)
+		*buf = make([]E, n)
 	}
 }
 

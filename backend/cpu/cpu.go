@@ -46,6 +46,8 @@ type Backend struct {
 	gv          gemvTask
 	gvPartial   []float32 // a gemv's partial rows (see gemvTask)
 	enc         encoderTask
+	encFirst    []int32 // EncoderBackward: where each token's rows start in encOrder
+	encOrder    []int32 // EncoderBackward: the rows of dout sorted by token
 	ln          layerNormTask
 	bias        biasTask
 	elem        elemTask

@@ -333,11 +333,36 @@ func TestEncoder(t *testing.T) {
 		assertClose(t, "encoder", download(be, out), fwd(pos0)(wte, wpe), 1e-6)
 	}
 	r := randVec(rng, B*T*C, 1)
-	dwte, dwpe := be.Alloc(V*C), be.Alloc((T+2)*C)
-	be.EncoderBackward(dwte, dwpe, upload(be, r), tt, B, T, C)
 	f := fwd(0)
-	assertClose(t, "dwte", download(be, dwte), numGrad(wte, r, func(x []float64) []float64 { return f(x, wpe) }), 1e-5)
-	assertClose(t, "dwpe", download(be, dwpe), numGrad(wpe, r, func(x []float64) []float64 { return f(wte, x) }), 1e-5)
+	gte, gpe := numGrad(wte, r, func(x []float64) []float64 { return f(x, wpe) }), numGrad(wpe, r, func(x []float64) []float64 { return f(wte, x) })
+	// The gradients are added to what dwte and dwpe hold, with the same bits on any number of
+	// workers.
+	dwte0, dwpe0 := randVec(rng, V*C, 1), randVec(rng, (T+2)*C, 1)
+	var ref []float64
+	for _, workers := range []int{1, 2, 7} {
+		be.pool = newPool(workers)
+		dwte, dwpe := upload(be, dwte0), upload(be, dwpe0)
+		be.EncoderBackward(dwte, dwpe, upload(be, r), tt, B, T, C)
+		gotTE, gotPE := download(be, dwte), download(be, dwpe)
+		for i := range gotTE {
+			gotTE[i] -= dwte0[i]
+		}
+		for i := range gotPE {
+			gotPE[i] -= dwpe0[i]
+		}
+		assertClose(t, "dwte", gotTE, gte, 1e-5)
+		assertClose(t, "dwpe", gotPE, gpe, 1e-5)
+		got := append(download(be, dwte), download(be, dwpe)...)
+		if ref == nil {
+			ref = got
+			continue
+		}
+		for i := range got {
+			if got[i] != ref[i] {
+				t.Fatalf("%d workers: element %d of dwte, dwpe = %v, 1 worker gave %v", workers, i, got[i], ref[i])
+			}
+		}
+	}
 }
 
 func TestLayerNorm(t *testing.T) {
