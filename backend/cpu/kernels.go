@@ -11,10 +11,6 @@ import (
 // range of rows, columns or elements; Backend keeps one value of each so starting a loop
 // allocates nothing.
 
-// colBlock is how many adjacent columns one chunk of a column-parallel loop (a sum over rows)
-// covers: wide enough to read whole cache lines, narrow enough to spread over the workers.
-const colBlock = 32
-
 // elemChunk is the number of elements per chunk of an elementwise loop.
 const elemChunk = 4096
 
