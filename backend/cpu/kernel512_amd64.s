@@ -206,6 +206,8 @@ TEXT ·fmaPeak512(SB), NOSPLIT, $0-8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
+	VPXORD Z30, Z30, Z30 // the operands: zero, so the rate never depends on stale values
+	VPXORD Z31, Z31, Z31
 peak512:
 	VFMADD231PS Z30, Z31, Z0
 	VFMADD231PS Z30, Z31, Z1

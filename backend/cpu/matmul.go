@@ -180,6 +180,8 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	// shared machine run at different speeds (on the 16-core machine, 86 to 176 GFLOP/s each
 	// with all sixteen busy), and a worker done with its share can only take over chunks that
 	// a slower one has not started yet, so two large chunks each left the fast cores waiting.
+	// A single worker has no one to balance against: its tiles stay whole, each panel of B
+	// reused by all mcTile rows (smaller tiles read B again for every tile row).
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
 	t.split = 0
@@ -190,7 +192,7 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	if t.split == 0 {
 		kc = K
 	}
-	for {
+	for workers > 1 {
 		chunks := tiles(M, t.mc) * tiles(N, t.nc) * max(t.split, 1)
 		if chunks >= chunksPerWorker*workers || t.mc <= mr && t.nc <= nr ||
 			chunks >= 2*workers && t.mc*t.nc*kc < minChunkFlops { // 2·(mc/2)·nc·kc flops once halved
