@@ -314,11 +314,14 @@ type bMat struct {
 }
 
 // B is packed even when it could be read in place when C has at least packMinRows rows and B
-// more than packMinCols columns: packing costs one pass over B, and pays once several row
-// blocks reuse each panel from the L1 cache instead of gathering it from rows so far apart
-// (over 1 KB) that they compete for the same cache sets.
+// more than packMinCols columns: packing costs a read and a write of all of B, and pays once
+// many row blocks reuse each panel from the L1 cache instead of gathering it from rows so far
+// apart (over 1 KB) that they compete for the same cache sets. Each packed element serves
+// 2·M flops, so for the weight gradients (M the layer's width, K the tokens) the copy cost
+// more than the conflicts it avoids: 96×384×1024 TN ran at 64–75% of one core's FMA peak
+// packed and 84–89% in place (16-core machine; docs/performance.md, fourteenth session).
 const (
-	packMinRows = 48
+	packMinRows = 256
 	packMinCols = 256
 )
 
