@@ -95,7 +95,7 @@ func overlapsAny(t *tensor, ts []*tensor) bool {
 // LayerNormBackward implements backend.Backend: the input and the parameter gradients in one
 // dispatch (layernorm.wgsl's backward).
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
-	x, y := be.grid((C+15)/16 + (N+3)/4)
+	x, y := be.grid((C+7)/8 + (N+3)/4) // layernorm.wgsl's PC columns per workgroup
 	be.run(be.kernel("layernorm", "backward", 8, 0), []uint32{uint32(N), uint32(C)},
 		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout), ten(dg), ten(db)}, x, y)
 }

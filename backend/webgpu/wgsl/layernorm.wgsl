@@ -96,14 +96,14 @@ fn forward_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
 }
 
 // The backward pass, input and parameter gradients in one dispatch of 256-thread workgroups:
-// the first ceil(C/16) workgroups sum the parameter gradients' columns (paramColumns), each
+// the first ceil(C/PC) workgroups sum the parameter gradients' columns (paramColumns), each
 // of the others computes the input gradient of four rows, 64 threads a row (inputRows).
 @compute @workgroup_size(256)
 fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let w = rowIndex(wg, nwg);
-    let colGroups = (prm.C + 15u) / 16u;
+    let colGroups = (prm.C + PC - 1u) / PC;
     if (w < colGroups) {
-        paramColumns(w, vec3<u32>(lid % 16u, lid / 16u, 0u));
+        paramColumns(w, lid);
     } else {
         inputRows(w - colGroups, lid);
     }
@@ -174,26 +174,51 @@ fn reduceColumns(lid: vec3<u32>) {
     }
 }
 
-// paramColumns: dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c] for the 16 columns
-// of column group w.
-fn paramColumns(w: u32, lid: vec3<u32>) {
+// paramColumns: dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c] for the PC
+// columns of column group w. Thread lid sums column lid % PC over rows lid / PC + k·PL in
+// four interleaved partial sums (four rows' loads in flight, not one: a thread's rows are many
+// when the columns are few), then the PL partial sums of each column are added as a tree.
+// The order is fixed, so results repeat.
+const PC: u32 = 8u;  // columns per workgroup
+const PL: u32 = 32u; // threads per column
+fn paramColumns(w: u32, lid: u32) {
     let C = prm.C;
-    let c = w * 16u + lid.x;
-    var sg = 0.0;
-    var sb = 0.0;
+    let N = prm.N;
+    let x = lid % PC;
+    let y = lid / PC;
+    let c = w * PC + x;
+    var sg = vec4<f32>(0.0);
+    var sb = vec4<f32>(0.0);
     if (c < C) {
-        for (var r = lid.y; r < prm.N; r += 16u) {
-            let dy = bd[r * C + c];
-            sg += dy * (inp[r * C + c] - mean[r]) * rstd[r];
+        var r = y;
+        for (; r + 3u * PL < N; r += 4u * PL) {
+            let rv = vec4<u32>(r, r + PL, r + 2u * PL, r + 3u * PL);
+            let dy = vec4<f32>(bd[rv.x * C + c], bd[rv.y * C + c], bd[rv.z * C + c], bd[rv.w * C + c]);
+            let xv = vec4<f32>(inp[rv.x * C + c], inp[rv.y * C + c], inp[rv.z * C + c], inp[rv.w * C + c]);
+            let mv = vec4<f32>(mean[rv.x], mean[rv.y], mean[rv.z], mean[rv.w]);
+            let sv = vec4<f32>(rstd[rv.x], rstd[rv.y], rstd[rv.z], rstd[rv.w]);
+            sg += dy * (xv - mv) * sv;
             sb += dy;
         }
+        for (; r < N; r += PL) {
+            let dy = bd[r * C + c];
+            sg.x += dy * (inp[r * C + c] - mean[r]) * rstd[r];
+            sb.x += dy;
+        }
     }
-    colA[lid.y * 16u + lid.x] = sg;
-    colB[lid.y * 16u + lid.x] = sb;
-    reduceColumns(lid);
-    if (lid.y == 0u && c < C) {
-        b7[c] += colA[lid.x];
-        b8[c] += colB[lid.x];
+    colA[lid] = (sg.x + sg.y) + (sg.z + sg.w);
+    colB[lid] = (sb.x + sb.y) + (sb.z + sb.w);
+    workgroupBarrier();
+    for (var s = PL / 2u; s > 0u; s >>= 1u) {
+        if (y < s) {
+            colA[lid] += colA[lid + s * PC];
+            colB[lid] += colB[lid + s * PC];
+        }
+        workgroupBarrier();
+    }
+    if (y == 0u && c < C) {
+        b7[c] += colA[x];
+        b8[c] += colB[x];
     }
 }
 
