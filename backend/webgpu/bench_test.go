@@ -10,8 +10,8 @@ import (
 )
 
 // Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
-// each layout, timed over many dispatches in one submit and reported in GFLOP/s, and the
-// dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
+// each layout, timed over many dispatches in one submit and reported in GFLOP/s, attention's
+// passes (also many per submit), and the dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
 //
 //	go test -run NONE -bench . ./backend/webgpu
 
@@ -42,6 +42,49 @@ func BenchmarkMatMul(b *testing.B) {
 					b.Fatal(err)
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkAttention times attention's forward and backward passes (all their dispatches)
+// at the shapes of the large, xl and huge presets (batch, context, width, heads), many per
+// submit, in microseconds per pass.
+func BenchmarkAttention(b *testing.B) {
+	g := openGPU(b)
+	for _, s := range [][4]int{{12, 128, 192, 6}, {8, 128, 256, 8}, {8, 256, 256, 8}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		n := B * T * C
+		qkv, out, dout, dqkv, lse := g.Alloc(3*n), g.Alloc(n), g.Alloc(n), g.Alloc(3*n), g.Alloc(B*NH*T)
+		x := make([]float32, 3*n)
+		for i := range x {
+			x[i] = float32(i%17)*0.01 - 0.08
+		}
+		g.Upload(qkv, x)
+		g.Upload(dout, x[:n])
+		name := fmt.Sprintf("B%d_T%d_C%d_NH%d", B, T, C, NH)
+		pass := func(b *testing.B, run func()) {
+			res := make([]float32, 1)
+			run()
+			g.Download(res, dqkv, 0) // compile and warm up
+			b.ResetTimer()
+			for range b.N {
+				run()
+			}
+			g.Download(res, dqkv, 0)
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N), "µs/pass")
+			if err := g.Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(name+"/forward", func(b *testing.B) {
+			pass(b, func() { g.Attention(out, lse, qkv, B, T, C, NH) })
+		})
+		g.Attention(out, lse, qkv, B, T, C, NH)
+		b.Run(name+"/backward", func(b *testing.B) {
+			pass(b, func() { g.AttentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH) })
+		})
+		for _, t := range []backend.Tensor{qkv, out, dout, dqkv, lse} {
+			g.Release(t)
 		}
 	}
 }
