@@ -11,7 +11,8 @@ import (
 
 // Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
 // each layout, timed over many dispatches in one submit and reported in GFLOP/s, attention's
-// passes (also many per submit), and the dispatch cost of a tiny kernel. Whole training steps are timed by tinygpt bench.
+// passes (also many per submit), and the dispatch cost of a tiny kernel. Whole training
+// steps are timed by tinygpt bench.
 //
 //	go test -run NONE -bench . ./backend/webgpu
 
