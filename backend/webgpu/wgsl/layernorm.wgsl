@@ -156,19 +156,20 @@ fn inputRows(q: u32, lid: u32) {
     }
 }
 
-// Column sums: a workgroup of 16×16 threads owns 16 adjacent columns; thread (x, y) sums rows
-// y, y+16, y+32, ... of column x (16 consecutive columns are read together), then the 16
-// partial sums of each column are added as a tree. The order is fixed, so results repeat.
+// Column sums: a workgroup of cols × lanes threads owns cols adjacent columns; thread (x, y)
+// sums rows y, y+lanes, y+2·lanes, ... of column x (consecutive columns are read together)
+// into colA and colB at y·cols + x, then reduceColumns adds the lanes partial sums of each
+// column as a tree, leaving the totals in row 0. The order is fixed, so results repeat.
 var<workgroup> colA: array<f32, 256>;
 var<workgroup> colB: array<f32, 256>;
 
-fn reduceColumns(lid: vec3<u32>) {
+fn reduceColumns(x: u32, y: u32, cols: u32, lanes: u32) {
     workgroupBarrier();
-    for (var s = 8u; s > 0u; s >>= 1u) {
-        if (lid.y < s) {
-            let i = lid.y * 16u + lid.x;
-            colA[i] += colA[i + s * 16u];
-            colB[i] += colB[i + s * 16u];
+    for (var s = lanes / 2u; s > 0u; s >>= 1u) {
+        if (y < s) {
+            let i = y * cols + x;
+            colA[i] += colA[i + s * cols];
+            colB[i] += colB[i + s * cols];
         }
         workgroupBarrier();
     }
@@ -177,8 +178,7 @@ fn reduceColumns(lid: vec3<u32>) {
 // paramColumns: dg[c] += Σ_r dout[r,c]·norm[r,c];  db[c] += Σ_r dout[r,c] for the PC
 // columns of column group w. Thread lid sums column lid % PC over rows lid / PC + k·PL in
 // four interleaved partial sums (four rows' loads in flight, not one: a thread's rows are many
-// when the columns are few), then the PL partial sums of each column are added as a tree.
-// The order is fixed, so results repeat.
+// when the columns are few), then reduceColumns adds the PL partial sums of each column.
 const PC: u32 = 8u;  // columns per workgroup
 const PL: u32 = 32u; // threads per column
 fn paramColumns(w: u32, lid: u32) {
@@ -208,14 +208,7 @@ fn paramColumns(w: u32, lid: u32) {
     }
     colA[lid] = (sg.x + sg.y) + (sg.z + sg.w);
     colB[lid] = (sb.x + sb.y) + (sb.z + sb.w);
-    workgroupBarrier();
-    for (var s = PL / 2u; s > 0u; s >>= 1u) {
-        if (y < s) {
-            colA[lid] += colA[lid + s * PC];
-            colB[lid] += colB[lid + s * PC];
-        }
-        workgroupBarrier();
-    }
+    reduceColumns(x, y, PC, PL);
     if (y == 0u && c < C) {
         b7[c] += colA[x];
         b8[c] += colB[x];
@@ -235,7 +228,7 @@ fn bias_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation
     }
     colA[lid.y * 16u + lid.x] = s;
     colB[lid.y * 16u + lid.x] = 0.0;
-    reduceColumns(lid);
+    reduceColumns(lid.x, lid.y, 16u, 16u);
     if (lid.y == 0u && c < C) {
         out[c] += colA[lid.x];
     }
