@@ -223,6 +223,8 @@ def main(paths):
                         v = struct.unpack("<d", struct.pack("<Q", v))[0]
                     elif s.format == STAT_BOOL:
                         v = bool(v & 0xFFFFFFFF)
+                    elif v >> 32:  # NVIDIA's Local Memory Size has bit 36 set; the bytes are below
+                        v = f"{v} (low 32 bits {v & 0xFFFFFFFF})"
                     out.append(f"{s.name.decode()}={v}")
                 print(f"{path.split('/')[-1]} {entry}: " + ", ".join(out))
             vk.vkDestroyPipeline(dev, pipeline.value, None)
