@@ -24,12 +24,9 @@ func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("naga returned %d bytes of SPIR-V, not whole words", len(b))
-	}
-	words := make([]uint32, len(b)/4)
-	for i := range words {
-		words[i] = binary.LittleEndian.Uint32(b[4*i:])
+	words, err := spirvWords(b)
+	if err != nil {
+		return nil, fmt.Errorf("naga returned %w", err)
 	}
 	if stripWorkgroupZeroing(words) < 0 {
 		return nil, fmt.Errorf("naga returned malformed SPIR-V")

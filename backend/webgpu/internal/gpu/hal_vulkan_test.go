@@ -3,7 +3,6 @@
 package gpu
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,11 +32,8 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := make([]uint32, len(b)/4)
-	for i := range words {
-		words[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	if len(b)%4 != 0 || len(words) == 0 || words[0] != 0x07230203 {
+	words, err := spirvWords(b)
+	if err != nil || len(words) == 0 || words[0] != 0x07230203 {
 		t.Fatalf("%d bytes, not a SPIR-V module", len(b))
 	}
 	if !slices.Equal(words, desc.SPIRV) {

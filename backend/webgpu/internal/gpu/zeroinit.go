@@ -1,5 +1,10 @@
 package gpu
 
+import (
+	"encoding/binary"
+	"fmt"
+)
+
 // WGSL zero-initialises workgroup memory. naga (as gogpu's Vulkan path runs it) does so with
 // a polyfill at the start of every compute entry point: thread (0, 0, 0) alone stores zero to
 // each whole workgroup variable, then the workgroup waits at a barrier. A matrix product's
@@ -53,4 +58,16 @@ func stripWorkgroupZeroing(words []uint32) int {
 		i += n
 	}
 	return removed
+}
+
+// spirvWords returns the SPIR-V module b (as naga writes it: little-endian words) as words.
+func spirvWords(b []byte) ([]uint32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%d bytes of SPIR-V, not whole words", len(b))
+	}
+	words := make([]uint32, len(b)/4)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return words, nil
 }

@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -36,9 +35,9 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := make([]uint32, len(b)/4)
-	for i := range words {
-		words[i] = binary.LittleEndian.Uint32(b[4*i:])
+	words, err := spirvWords(b)
+	if err != nil {
+		t.Fatal(err)
 	}
 	before := countStores(words)
 	// The polyfill's two stores (one per variable) go; the kernel's own three stay.
