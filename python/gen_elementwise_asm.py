@@ -1,12 +1,15 @@
-"""Generates backend/cpu/elementwise_amd64.s: the vector exp, GELU and GELU' kernels (AVX2+FMA).
+"""Generates backend/cpu/elementwise_amd64.s: the vector exp, GELU and GELU' kernels (AVX2+FMA,
+and AVX-512 versions of some).
 
     python3 python/gen_elementwise_asm.py          # rewrite the assembly file
-    python3 python/gen_elementwise_asm.py --fit    # refit the erfc polynomial (needs numpy)
+    python3 python/gen_elementwise_asm.py --fit    # refit the erfc polynomial (needs mpmath)
 
-erfc(a) for a in [0, 7.5] is written as t*exp(-a^2 + P(u)) with t = 1/(1 + a/2) and
-u = (t - tc)/th mapping t's range to [-1, 1]; P is a degree-10 polynomial fitted by least
-squares at 4000 Chebyshev nodes to log(erfc(a)/t) + a^2 (the coefficients below, rounded to
-float32; --fit recomputes them and prints the worst relative error in float64).
+erfc(a) for a in [0, 7.5] is written as 2·t·R(u)·exp(-a^2) with t = 1/(1 + a/2) and
+u = (t - tc)/th mapping t's range to [-1, 1]; R is a degree-8 polynomial fitted to
+erfc(a)·exp(a^2)/(2t), a smooth function of u, by mpmath's Chebyshev fit (the coefficients
+below, rounded to float32; --fit recomputes them and prints the worst relative error with the
+rounded coefficients, evaluated in float64). exp(-a^2) is also the normal density's factor, so
+GELU and its derivative take one exponential between them.
 """
 import math
 import struct
@@ -17,34 +20,43 @@ def bits(f):
     return struct.unpack('<I', struct.pack('<f', f))[0]
 
 
+def f32(f):
+    return struct.unpack('<f', struct.pack('<f', float(f)))[0]
+
+
 ZMAX = 7.5
 tmin = 1 / (1 + ZMAX / 2)
 tc, th = (1 + tmin) / 2, (1 - tmin) / 2
 
 
-def fit(deg=10, nodes=4000):
-    import numpy as np
-    k = np.arange(nodes)
-    u = np.cos(np.pi * (k + 0.5) / nodes)
-    t = tc + th * u
-    z = 2 / t - 2
-    f = np.array([math.log(math.erfc(a) / b) + a * a for a, b in zip(z, t)])
-    c = np.polynomial.polynomial.polyfit(u, f, deg)
-    a = np.linspace(0, ZMAX, 100001)
-    tt = 1 / (1 + a / 2)
-    approx = tt * np.exp(-a * a + np.polynomial.polynomial.polyval((tt - tc) / th, c))
-    exact = np.array([math.erfc(v) for v in a])
-    print("coefficients (float32):", [float(np.float32(v)) for v in c])
-    print("worst relative error in float64: %.2g" % np.max(np.abs(approx / exact - 1)))
+def fit(deg=8):
+    import mpmath as mp
+    mp.mp.dps = 30
+
+    def r(u):
+        t = tc + th * u
+        a = 2 / t - 2
+        return mp.erfc(a) * mp.exp(a * a) / (2 * t)
+
+    c = [f32(v) for v in reversed(mp.chebyfit(r, [-1, 1], deg + 1))]
+    worst = 0
+    for i in range(20001):
+        u = -1 + i / 10000
+        v = 0.0
+        for k in reversed(c):
+            v = v * u + k
+        worst = max(worst, abs(v / float(r(u)) - 1))
+    print("coefficients (float32, lowest degree first):", c)
+    print("worst relative error: %.2g" % worst)
 
 
 if "--fit" in sys.argv:
     fit()
     sys.exit()
 
-P = [-5.2853990e-01,  5.4162866e-01,  9.9440720e-03, -2.5158577e-02,
-       -6.6222259e-05,  2.7406178e-03, -3.3828799e-04, -3.2599794e-04,
-        1.0416572e-04,  2.6744638e-05, -1.5281510e-05]
+R = [0.2947325110435486, 0.15963545441627502, 0.04616237431764603, 0.0019790253136307,
+     -0.002533555030822754, -0.00016965747636277229, 0.00021160989126656204,
+     -1.0996679975505685e-06, -1.6691301425453275e-05]
 consts = [
  ('EXP_HI', bits(88.3)), ('EXP_LO', bits(-87.3)), ('LOG2E', bits(1/math.log(2))),
  ('LN2_HI', bits(0.693145751953125)), ('LN2_LO', bits(math.log(2)-0.693145751953125)),
@@ -52,7 +64,7 @@ consts = [
  ('C2', bits(1/2)), ('C3', bits(1/6)), ('C4', bits(1/24)), ('C5', bits(1/120)), ('C6', bits(1/720)), ('C7', bits(1/5040)),
  ('RSQRT2', bits(1/math.sqrt(2))), ('ABSMASK', 0x7fffffff), ('ZMAX', bits(7.5)),
  ('TC', bits(tc)), ('RTH', bits(1/th)), ('RSQRT2PI', bits(1/math.sqrt(2*math.pi))), ('NEGINF', 0xff800000),
-] + [('P%d'%i, bits(c)) for i,c in enumerate(P)]
+] + [('R%d' % i, bits(c)) for i, c in enumerate(R)]
 out=[]
 L=out.append
 L('#include "textflag.h"')
@@ -65,10 +77,11 @@ L('// and |r| <= ln2/2 (ln2 split in two for an exact reduction), e^r by its Tay
 L('// (error < 6e-9), and 2^n built in the exponent bits.')
 L('//')
 L('// GELU(x) = x·Φ(x) with Φ(x) = erfc(−x/√2)/2. For a = |x|/√2 (clamped to 7.5, where erfc is')
-L('// 3e-26), erfc(a) = t·exp(−a² + P(u)), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],')
-L('// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (gen_elementwise_asm.py;')
-L('// relative error 2e-9 in float64, about 1e-7 as evaluated here, −a² + P formed by one FMA).')
-L('// Φ is erfc(a)/2 for x < 0 and 1 − erfc(a)/2 otherwise.')
+L('// 3e-26), erfc(a)/2 = t·R(u)·exp(−a²), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],')
+L('// R a degree-8 polynomial fitted to erfc(a)·exp(a²)/(2t) (gen_elementwise_asm.py; relative')
+L('// error 7e-8 with its float32 coefficients, about 2e-7 as evaluated here). Φ is erfc(a)/2 for')
+L('// x < 0 and 1 − erfc(a)/2 otherwise; GELU\' = Φ + x·φ with φ(x) = exp(−a²)/√(2π), the same')
+L('// exponential. Its argument is never below −56.25, so it needs no clamping.')
 L('')
 for i,(name,b) in enumerate(consts):
     L(f'#define {name} {i*32}')
@@ -140,8 +153,14 @@ L('	JNZ exploop')
 out.extend(ret_sum_y4())
 L('')
 
-def erfc_half(x, q, t, a, e, n, tmp, grad=False):
-    """from x: t = 1/(1+a/2), a=|x|/sqrt2 clamped; q = erfc(a)/2.  for grad, e = exp(-a^2)"""
+def exp_core(x, n, t):
+    """x := exp(x) for x in [−87.3, 88.3] or NaN (no clamping); clobbers n, t."""
+    return exp_block(x, n, t)[6:-1]
+
+
+def erfc_half(x, q, t, a, r, n, tmp):
+    """From x (kept): q = erfc(a)/2 and a = exp(−a²) for a = |x|/√2 clamped to ZMAX; clobbers
+    t, r, n, tmp."""
     s = [
       f'	VMULPS {C("RSQRT2")}, {x}, {a}',
       f'	VANDPS {C("ABSMASK")}, {a}, {a}',
@@ -153,18 +172,25 @@ def erfc_half(x, q, t, a, e, n, tmp, grad=False):
       f'	VDIVPS {t}, {tmp}, {t} // t',
       f'	VSUBPS {C("TC")}, {t}, {q}',
       f'	VMULPS {C("RTH")}, {q}, {q} // u',
-      f'	VMOVUPS {C("P10")}, {e}',
+      f'	VMOVUPS {C("R%d" % (len(R) - 1))}, {r}',
     ]
-    for i in range(9,-1,-1):
-        s.append(f'	VFMADD213PS {C("P%d"%i)}, {q}, {e}')
-    # e = P(u). hi = a*a, lo = fma(a,a,-hi)
-    if not grad:
-        s += [f'	VFNMADD231PS {a}, {a}, {e} // P − a²']
-        s += expb(e, n, tmp)
-        s += [f'	VMULPS {t}, {e}, {q}', f'	VMULPS {C("HALF")}, {q}, {q} // erfc(a)/2']
-    # With grad, the caller goes on from P(u) in e, a in a and t in t.
+    for i in range(len(R) - 2, -1, -1):
+        s.append(f'	VFMADD213PS {C("R%d" % i)}, {q}, {r}')
+    s += [f'	VMULPS {t}, {r}, {q} // t·R(u)',
+          f'	VXORPS {tmp}, {tmp}, {tmp}',
+          f'	VFNMADD213PS {tmp}, {a}, {a} // −a²']
+    s += exp_core(a, n, tmp)
+    s += [f'	VMULPS {a}, {q}, {q} // erfc(a)/2']
     return s
 
+
+# The loops keep x in Y0; erfc_half leaves q = erfc(a)/2 in Y1 and exp(−a²) in Y3.
+ERFC = erfc_half('Y0', 'Y1', 'Y2', 'Y3', 'Y4', 'Y5', 'Y6')
+PHI = ['	VMOVUPS ' + C('ONE') + ', Y6',
+       '	VSUBPS Y1, Y6, Y6 // 1 − q',
+       '	VBLENDVPS Y0, Y1, Y6, Y1 // Φ: q where x < 0, else 1 − q']
+DPHI = ['	VMULPS ' + C('RSQRT2PI') + ', Y3, Y3 // φ',
+        '	VFMADD231PS Y3, Y0, Y1 // Φ + x·φ']
 
 L('// func gelu8(out, x *float32, n int)')
 L('//')
@@ -175,10 +201,8 @@ L('	MOVQ x+8(FP), SI')
 L('	MOVQ n+16(FP), CX')
 L('geluloop:')
 L('	VMOVUPS (SI), Y0 // x')
-out.extend(erfc_half('Y0','Y1','Y2','Y3','Y4','Y5','Y6'))
-L('	VMOVUPS ' + C('ONE') + ', Y6')
-L('	VSUBPS Y1, Y6, Y6 // 1 − q')
-L('	VBLENDVPS Y0, Y1, Y6, Y1 // Φ: q where x < 0, else 1 − q')
+out.extend(ERFC)
+out.extend(PHI)
 L('	VMULPS Y1, Y0, Y0')
 L('	VMOVUPS Y0, (DI)')
 L('	ADDQ $32, SI')
@@ -191,8 +215,8 @@ L('')
 # grad
 L('// func geluGrad8(out, x, dout *float32, n int)')
 L('//')
-L('// out[i] = dout[i]·GELU\'(x[i]) = dout[i]·(Φ(x) + x·φ(x)) for i < n, n a positive multiple of 8,')
-L('// with φ(x) = exp(−a²)/√(2π); erfc(a) is computed as t·exp(−a²)·exp(P(u)). out may be dout.')
+L('// out[i] = dout[i]·GELU\'(x[i]) = dout[i]·(Φ(x) + x·φ(x)) for i < n, n a positive multiple of 8.')
+L('// out may be dout.')
 L('TEXT ·geluGrad8(SB), NOSPLIT, $0-32')
 L('	MOVQ out+0(FP), DI')
 L('	MOVQ x+8(FP), SI')
@@ -200,21 +224,9 @@ L('	MOVQ dout+16(FP), DX')
 L('	MOVQ n+24(FP), CX')
 L('gradloop:')
 L('	VMOVUPS (SI), Y0 // x')
-g = erfc_half('Y0','Y1','Y2','Y3','Y4','Y5','Y6', grad=True)
-out.extend(g)
-# now: Y4 = P(u), Y6 = hi, Y3 = lo, Y2 = t
-L('	VXORPS Y6, Y6, Y6')
-L('	VFNMADD213PS Y6, Y3, Y3 // −a²')
-out.extend(expb('Y4','Y5','Y6'))   # Y4 = exp(P)
-out.extend(expb('Y3','Y5','Y6'))   # Y3 = exp(-a^2)
-L('	VMULPS Y3, Y4, Y4')
-L('	VMULPS Y2, Y4, Y4')
-L('	VMULPS ' + C('HALF') + ', Y4, Y1 // q = erfc(a)/2')
-L('	VMOVUPS ' + C('ONE') + ', Y6')
-L('	VSUBPS Y1, Y6, Y6 // 1 − q')
-L('	VBLENDVPS Y0, Y1, Y6, Y1 // Φ')
-L('	VMULPS ' + C('RSQRT2PI') + ', Y3, Y3 // φ')
-L('	VFMADD231PS Y3, Y0, Y1 // Φ + x·φ')
+out.extend(ERFC)
+out.extend(PHI)
+out.extend(DPHI)
 L('	VMULPS (DX), Y1, Y1')
 L('	VMOVUPS Y1, (DI)')
 L('	ADDQ $32, SI')
@@ -231,7 +243,7 @@ L('')
 L('// func geluBoth8(act, grad, x *float32, n int)')
 L('//')
 L("// act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) for i < n, n a positive multiple of 8, computed")
-L("// as in geluGrad8. grad may be x.")
+L("// as in gelu8 and geluGrad8. grad may be x.")
 L('TEXT ·geluBoth8(SB), NOSPLIT, $0-32')
 L('	MOVQ act+0(FP), DI')
 L('	MOVQ grad+8(FP), DX')
@@ -239,21 +251,11 @@ L('	MOVQ x+16(FP), SI')
 L('	MOVQ n+24(FP), CX')
 L('bothloop:')
 L('	VMOVUPS (SI), Y0 // x')
-out.extend(g)
-L('	VXORPS Y6, Y6, Y6')
-L('	VFNMADD213PS Y6, Y3, Y3 // −a²')
-out.extend(expb('Y4','Y5','Y6'))
-out.extend(expb('Y3','Y5','Y6'))
-L('	VMULPS Y3, Y4, Y4')
-L('	VMULPS Y2, Y4, Y4')
-L('	VMULPS ' + C('HALF') + ', Y4, Y1 // q = erfc(a)/2')
-L('	VMOVUPS ' + C('ONE') + ', Y6')
-L('	VSUBPS Y1, Y6, Y6 // 1 − q')
-L('	VBLENDVPS Y0, Y1, Y6, Y1 // Φ')
+out.extend(ERFC)
+out.extend(PHI)
 L('	VMULPS Y1, Y0, Y6 // GELU = x·Φ')
 L('	VMOVUPS Y6, (DI)')
-L('	VMULPS ' + C('RSQRT2PI') + ', Y3, Y3 // φ')
-L('	VFMADD231PS Y3, Y0, Y1 // Φ + x·φ')
+out.extend(DPHI)
 L('	VMOVUPS Y1, (DX)')
 L('	ADDQ $32, SI')
 L('	ADDQ $32, DX')
@@ -319,15 +321,13 @@ L(f'	VBROADCASTSS {CB("ONE")}, Z6')
 L('	VDIVPS Z2, Z6, Z2 // t')
 L(f'	VSUBPS.BCST {CB("TC")}, Z2, Z1')
 L(f'	VMULPS.BCST {CB("RTH")}, Z1, Z1 // u')
-L(f'	VBROADCASTSS {CB("P10")}, Z4')
-for i in range(9, -1, -1):
-    L(f'	VFMADD213PS.BCST {CB("P%d" % i)}, Z1, Z4')
+L(f'	VBROADCASTSS {CB("R%d" % (len(R) - 1))}, Z4')
+for i in range(len(R) - 2, -1, -1):
+    L(f'	VFMADD213PS.BCST {CB("R%d" % i)}, Z1, Z4')
+L('	VMULPS Z2, Z4, Z1 // t·R(u)')
 L('	VFNMADD213PS Z31, Z3, Z3 // −a²')
-out.extend(exp16('Z4', 'Z5', 'Z6', 'K1'))
-out.extend(exp16('Z3', 'Z5', 'Z6', 'K1'))
-L('	VMULPS Z3, Z4, Z4')
-L('	VMULPS Z2, Z4, Z4')
-L(f'	VMULPS.BCST {CB("HALF")}, Z4, Z1 // q = erfc(a)/2')
+out.extend(exp16('Z3', 'Z5', 'Z6', 'K1')[5:-1])  # no clamping (see exp_core)
+L('	VMULPS Z3, Z1, Z1 // q = erfc(a)/2')
 L(f'	VBROADCASTSS {CB("ONE")}, Z6')
 L('	VSUBPS Z1, Z6, Z6 // 1 − q')
 L('	VCMPPS $1, Z31, Z0, K2 // x < 0')

@@ -8,10 +8,11 @@
 // (error < 6e-9), and 2^n built in the exponent bits.
 //
 // GELU(x) = x·Φ(x) with Φ(x) = erfc(−x/√2)/2. For a = |x|/√2 (clamped to 7.5, where erfc is
-// 3e-26), erfc(a) = t·exp(−a² + P(u)), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],
-// P a degree-10 polynomial fitted by least squares at Chebyshev nodes (gen_elementwise_asm.py;
-// relative error 2e-9 in float64, about 1e-7 as evaluated here, −a² + P formed by one FMA).
-// Φ is erfc(a)/2 for x < 0 and 1 − erfc(a)/2 otherwise.
+// 3e-26), erfc(a)/2 = t·R(u)·exp(−a²), t = 1/(1 + a/2), u = (t − tc)/th mapping t to [−1, 1],
+// R a degree-8 polynomial fitted to erfc(a)·exp(a²)/(2t) (gen_elementwise_asm.py; relative
+// error 7e-8 with its float32 coefficients, about 2e-7 as evaluated here). Φ is erfc(a)/2 for
+// x < 0 and 1 − erfc(a)/2 otherwise; GELU' = Φ + x·φ with φ(x) = exp(−a²)/√(2π), the same
+// exponential. Its argument is never below −56.25, so it needs no clamping.
 
 #define EXP_HI 0
 #define EXP_LO 32
@@ -33,17 +34,15 @@
 #define RTH 544
 #define RSQRT2PI 576
 #define NEGINF 608
-#define P0 640
-#define P1 672
-#define P2 704
-#define P3 736
-#define P4 768
-#define P5 800
-#define P6 832
-#define P7 864
-#define P8 896
-#define P9 928
-#define P10 960
+#define R0 640
+#define R1 672
+#define R2 704
+#define R3 736
+#define R4 768
+#define R5 800
+#define R6 832
+#define R7 864
+#define R8 896
 
 DATA elemconst<>+0(SB)/4, $0x42b0999a
 DATA elemconst<>+4(SB)/4, $0x42b0999a
@@ -205,95 +204,79 @@ DATA elemconst<>+624(SB)/4, $0xff800000
 DATA elemconst<>+628(SB)/4, $0xff800000
 DATA elemconst<>+632(SB)/4, $0xff800000
 DATA elemconst<>+636(SB)/4, $0xff800000
-DATA elemconst<>+640(SB)/4, $0xbf074e64
-DATA elemconst<>+644(SB)/4, $0xbf074e64
-DATA elemconst<>+648(SB)/4, $0xbf074e64
-DATA elemconst<>+652(SB)/4, $0xbf074e64
-DATA elemconst<>+656(SB)/4, $0xbf074e64
-DATA elemconst<>+660(SB)/4, $0xbf074e64
-DATA elemconst<>+664(SB)/4, $0xbf074e64
-DATA elemconst<>+668(SB)/4, $0xbf074e64
-DATA elemconst<>+672(SB)/4, $0x3f0aa82d
-DATA elemconst<>+676(SB)/4, $0x3f0aa82d
-DATA elemconst<>+680(SB)/4, $0x3f0aa82d
-DATA elemconst<>+684(SB)/4, $0x3f0aa82d
-DATA elemconst<>+688(SB)/4, $0x3f0aa82d
-DATA elemconst<>+692(SB)/4, $0x3f0aa82d
-DATA elemconst<>+696(SB)/4, $0x3f0aa82d
-DATA elemconst<>+700(SB)/4, $0x3f0aa82d
-DATA elemconst<>+704(SB)/4, $0x3c22ec76
-DATA elemconst<>+708(SB)/4, $0x3c22ec76
-DATA elemconst<>+712(SB)/4, $0x3c22ec76
-DATA elemconst<>+716(SB)/4, $0x3c22ec76
-DATA elemconst<>+720(SB)/4, $0x3c22ec76
-DATA elemconst<>+724(SB)/4, $0x3c22ec76
-DATA elemconst<>+728(SB)/4, $0x3c22ec76
-DATA elemconst<>+732(SB)/4, $0x3c22ec76
-DATA elemconst<>+736(SB)/4, $0xbcce195c
-DATA elemconst<>+740(SB)/4, $0xbcce195c
-DATA elemconst<>+744(SB)/4, $0xbcce195c
-DATA elemconst<>+748(SB)/4, $0xbcce195c
-DATA elemconst<>+752(SB)/4, $0xbcce195c
-DATA elemconst<>+756(SB)/4, $0xbcce195c
-DATA elemconst<>+760(SB)/4, $0xbcce195c
-DATA elemconst<>+764(SB)/4, $0xbcce195c
-DATA elemconst<>+768(SB)/4, $0xb88ae0ce
-DATA elemconst<>+772(SB)/4, $0xb88ae0ce
-DATA elemconst<>+776(SB)/4, $0xb88ae0ce
-DATA elemconst<>+780(SB)/4, $0xb88ae0ce
-DATA elemconst<>+784(SB)/4, $0xb88ae0ce
-DATA elemconst<>+788(SB)/4, $0xb88ae0ce
-DATA elemconst<>+792(SB)/4, $0xb88ae0ce
-DATA elemconst<>+796(SB)/4, $0xb88ae0ce
-DATA elemconst<>+800(SB)/4, $0x3b339bf0
-DATA elemconst<>+804(SB)/4, $0x3b339bf0
-DATA elemconst<>+808(SB)/4, $0x3b339bf0
-DATA elemconst<>+812(SB)/4, $0x3b339bf0
-DATA elemconst<>+816(SB)/4, $0x3b339bf0
-DATA elemconst<>+820(SB)/4, $0x3b339bf0
-DATA elemconst<>+824(SB)/4, $0x3b339bf0
-DATA elemconst<>+828(SB)/4, $0x3b339bf0
-DATA elemconst<>+832(SB)/4, $0xb9b15c3f
-DATA elemconst<>+836(SB)/4, $0xb9b15c3f
-DATA elemconst<>+840(SB)/4, $0xb9b15c3f
-DATA elemconst<>+844(SB)/4, $0xb9b15c3f
-DATA elemconst<>+848(SB)/4, $0xb9b15c3f
-DATA elemconst<>+852(SB)/4, $0xb9b15c3f
-DATA elemconst<>+856(SB)/4, $0xb9b15c3f
-DATA elemconst<>+860(SB)/4, $0xb9b15c3f
-DATA elemconst<>+864(SB)/4, $0xb9aaeab4
-DATA elemconst<>+868(SB)/4, $0xb9aaeab4
-DATA elemconst<>+872(SB)/4, $0xb9aaeab4
-DATA elemconst<>+876(SB)/4, $0xb9aaeab4
-DATA elemconst<>+880(SB)/4, $0xb9aaeab4
-DATA elemconst<>+884(SB)/4, $0xb9aaeab4
-DATA elemconst<>+888(SB)/4, $0xb9aaeab4
-DATA elemconst<>+892(SB)/4, $0xb9aaeab4
-DATA elemconst<>+896(SB)/4, $0x38da738c
-DATA elemconst<>+900(SB)/4, $0x38da738c
-DATA elemconst<>+904(SB)/4, $0x38da738c
-DATA elemconst<>+908(SB)/4, $0x38da738c
-DATA elemconst<>+912(SB)/4, $0x38da738c
-DATA elemconst<>+916(SB)/4, $0x38da738c
-DATA elemconst<>+920(SB)/4, $0x38da738c
-DATA elemconst<>+924(SB)/4, $0x38da738c
-DATA elemconst<>+928(SB)/4, $0x37e059ac
-DATA elemconst<>+932(SB)/4, $0x37e059ac
-DATA elemconst<>+936(SB)/4, $0x37e059ac
-DATA elemconst<>+940(SB)/4, $0x37e059ac
-DATA elemconst<>+944(SB)/4, $0x37e059ac
-DATA elemconst<>+948(SB)/4, $0x37e059ac
-DATA elemconst<>+952(SB)/4, $0x37e059ac
-DATA elemconst<>+956(SB)/4, $0x37e059ac
-DATA elemconst<>+960(SB)/4, $0xb78030cb
-DATA elemconst<>+964(SB)/4, $0xb78030cb
-DATA elemconst<>+968(SB)/4, $0xb78030cb
-DATA elemconst<>+972(SB)/4, $0xb78030cb
-DATA elemconst<>+976(SB)/4, $0xb78030cb
-DATA elemconst<>+980(SB)/4, $0xb78030cb
-DATA elemconst<>+984(SB)/4, $0xb78030cb
-DATA elemconst<>+988(SB)/4, $0xb78030cb
-GLOBL elemconst<>(SB), RODATA|NOPTR, $992
+DATA elemconst<>+640(SB)/4, $0x3e96e72e
+DATA elemconst<>+644(SB)/4, $0x3e96e72e
+DATA elemconst<>+648(SB)/4, $0x3e96e72e
+DATA elemconst<>+652(SB)/4, $0x3e96e72e
+DATA elemconst<>+656(SB)/4, $0x3e96e72e
+DATA elemconst<>+660(SB)/4, $0x3e96e72e
+DATA elemconst<>+664(SB)/4, $0x3e96e72e
+DATA elemconst<>+668(SB)/4, $0x3e96e72e
+DATA elemconst<>+672(SB)/4, $0x3e23777a
+DATA elemconst<>+676(SB)/4, $0x3e23777a
+DATA elemconst<>+680(SB)/4, $0x3e23777a
+DATA elemconst<>+684(SB)/4, $0x3e23777a
+DATA elemconst<>+688(SB)/4, $0x3e23777a
+DATA elemconst<>+692(SB)/4, $0x3e23777a
+DATA elemconst<>+696(SB)/4, $0x3e23777a
+DATA elemconst<>+700(SB)/4, $0x3e23777a
+DATA elemconst<>+704(SB)/4, $0x3d3d14c2
+DATA elemconst<>+708(SB)/4, $0x3d3d14c2
+DATA elemconst<>+712(SB)/4, $0x3d3d14c2
+DATA elemconst<>+716(SB)/4, $0x3d3d14c2
+DATA elemconst<>+720(SB)/4, $0x3d3d14c2
+DATA elemconst<>+724(SB)/4, $0x3d3d14c2
+DATA elemconst<>+728(SB)/4, $0x3d3d14c2
+DATA elemconst<>+732(SB)/4, $0x3d3d14c2
+DATA elemconst<>+736(SB)/4, $0x3b01b289
+DATA elemconst<>+740(SB)/4, $0x3b01b289
+DATA elemconst<>+744(SB)/4, $0x3b01b289
+DATA elemconst<>+748(SB)/4, $0x3b01b289
+DATA elemconst<>+752(SB)/4, $0x3b01b289
+DATA elemconst<>+756(SB)/4, $0x3b01b289
+DATA elemconst<>+760(SB)/4, $0x3b01b289
+DATA elemconst<>+764(SB)/4, $0x3b01b289
+DATA elemconst<>+768(SB)/4, $0xbb260a00
+DATA elemconst<>+772(SB)/4, $0xbb260a00
+DATA elemconst<>+776(SB)/4, $0xbb260a00
+DATA elemconst<>+780(SB)/4, $0xbb260a00
+DATA elemconst<>+784(SB)/4, $0xbb260a00
+DATA elemconst<>+788(SB)/4, $0xbb260a00
+DATA elemconst<>+792(SB)/4, $0xbb260a00
+DATA elemconst<>+796(SB)/4, $0xbb260a00
+DATA elemconst<>+800(SB)/4, $0xb931e615
+DATA elemconst<>+804(SB)/4, $0xb931e615
+DATA elemconst<>+808(SB)/4, $0xb931e615
+DATA elemconst<>+812(SB)/4, $0xb931e615
+DATA elemconst<>+816(SB)/4, $0xb931e615
+DATA elemconst<>+820(SB)/4, $0xb931e615
+DATA elemconst<>+824(SB)/4, $0xb931e615
+DATA elemconst<>+828(SB)/4, $0xb931e615
+DATA elemconst<>+832(SB)/4, $0x395de399
+DATA elemconst<>+836(SB)/4, $0x395de399
+DATA elemconst<>+840(SB)/4, $0x395de399
+DATA elemconst<>+844(SB)/4, $0x395de399
+DATA elemconst<>+848(SB)/4, $0x395de399
+DATA elemconst<>+852(SB)/4, $0x395de399
+DATA elemconst<>+856(SB)/4, $0x395de399
+DATA elemconst<>+860(SB)/4, $0x395de399
+DATA elemconst<>+864(SB)/4, $0xb593984e
+DATA elemconst<>+868(SB)/4, $0xb593984e
+DATA elemconst<>+872(SB)/4, $0xb593984e
+DATA elemconst<>+876(SB)/4, $0xb593984e
+DATA elemconst<>+880(SB)/4, $0xb593984e
+DATA elemconst<>+884(SB)/4, $0xb593984e
+DATA elemconst<>+888(SB)/4, $0xb593984e
+DATA elemconst<>+892(SB)/4, $0xb593984e
+DATA elemconst<>+896(SB)/4, $0xb78c044c
+DATA elemconst<>+900(SB)/4, $0xb78c044c
+DATA elemconst<>+904(SB)/4, $0xb78c044c
+DATA elemconst<>+908(SB)/4, $0xb78c044c
+DATA elemconst<>+912(SB)/4, $0xb78c044c
+DATA elemconst<>+916(SB)/4, $0xb78c044c
+DATA elemconst<>+920(SB)/4, $0xb78c044c
+DATA elemconst<>+924(SB)/4, $0xb78c044c
+GLOBL elemconst<>(SB), RODATA|NOPTR, $928
 
 // func expShift8(x *float32, n int, shift float32) float32
 //
@@ -361,42 +344,35 @@ geluloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+P10(SB), Y4
-	VFMADD213PS elemconst<>+P9(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P8(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P0(SB), Y1, Y4
-	VFNMADD231PS Y3, Y3, Y4 // P − a²
-	VCMPPS $1, elemconst<>+EXP_LO(SB), Y4, Y7 // x < −87.3: e^x is flushed to 0
-	VMOVUPS elemconst<>+EXP_HI(SB), Y6
-	VMINPS Y4, Y6, Y4
-	VMOVUPS elemconst<>+EXP_LO(SB), Y6
-	VMAXPS Y4, Y6, Y4
-	VMULPS elemconst<>+LOG2E(SB), Y4, Y5
+	VMOVUPS elemconst<>+R8(SB), Y4
+	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMULPS Y2, Y4, Y1 // t·R(u)
+	VXORPS Y6, Y6, Y6
+	VFNMADD213PS Y6, Y3, Y3 // −a²
+	VMULPS elemconst<>+LOG2E(SB), Y3, Y5
 	VROUNDPS $0, Y5, Y5
-	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y4
-	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y4
+	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y3
+	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y3
 	VMOVUPS elemconst<>+C7(SB), Y6
-	VFMADD213PS elemconst<>+C6(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C5(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C4(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C3(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C2(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
+	VFMADD213PS elemconst<>+C6(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C5(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C4(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C3(SB), Y3, Y6
+	VFMADD213PS elemconst<>+C2(SB), Y3, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y3, Y6
+	VFMADD213PS elemconst<>+ONE(SB), Y3, Y6
 	VCVTPS2DQ Y5, Y5
 	VPSLLD $23, Y5, Y5
 	VPADDD elemconst<>+ONE(SB), Y5, Y5
-	VMULPS Y5, Y6, Y4
-	VANDNPS Y4, Y7, Y4
-	VMULPS Y2, Y4, Y1
-	VMULPS elemconst<>+HALF(SB), Y1, Y1 // erfc(a)/2
+	VMULPS Y5, Y6, Y3
+	VMULPS Y3, Y1, Y1 // erfc(a)/2
 	VMOVUPS elemconst<>+ONE(SB), Y6
 	VSUBPS Y1, Y6, Y6 // 1 − q
 	VBLENDVPS Y0, Y1, Y6, Y1 // Φ: q where x < 0, else 1 − q
@@ -411,8 +387,8 @@ geluloop:
 
 // func geluGrad8(out, x, dout *float32, n int)
 //
-// out[i] = dout[i]·GELU'(x[i]) = dout[i]·(Φ(x) + x·φ(x)) for i < n, n a positive multiple of 8,
-// with φ(x) = exp(−a²)/√(2π); erfc(a) is computed as t·exp(−a²)·exp(P(u)). out may be dout.
+// out[i] = dout[i]·GELU'(x[i]) = dout[i]·(Φ(x) + x·φ(x)) for i < n, n a positive multiple of 8.
+// out may be dout.
 TEXT ·geluGrad8(SB), NOSPLIT, $0-32
 	MOVQ out+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -430,46 +406,18 @@ gradloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+P10(SB), Y4
-	VFMADD213PS elemconst<>+P9(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P8(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P0(SB), Y1, Y4
+	VMOVUPS elemconst<>+R8(SB), Y4
+	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMULPS Y2, Y4, Y1 // t·R(u)
 	VXORPS Y6, Y6, Y6
 	VFNMADD213PS Y6, Y3, Y3 // −a²
-	VCMPPS $1, elemconst<>+EXP_LO(SB), Y4, Y7 // x < −87.3: e^x is flushed to 0
-	VMOVUPS elemconst<>+EXP_HI(SB), Y6
-	VMINPS Y4, Y6, Y4
-	VMOVUPS elemconst<>+EXP_LO(SB), Y6
-	VMAXPS Y4, Y6, Y4
-	VMULPS elemconst<>+LOG2E(SB), Y4, Y5
-	VROUNDPS $0, Y5, Y5
-	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y4
-	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y4
-	VMOVUPS elemconst<>+C7(SB), Y6
-	VFMADD213PS elemconst<>+C6(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C5(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C4(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C3(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C2(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
-	VCVTPS2DQ Y5, Y5
-	VPSLLD $23, Y5, Y5
-	VPADDD elemconst<>+ONE(SB), Y5, Y5
-	VMULPS Y5, Y6, Y4
-	VANDNPS Y4, Y7, Y4
-	VCMPPS $1, elemconst<>+EXP_LO(SB), Y3, Y7 // x < −87.3: e^x is flushed to 0
-	VMOVUPS elemconst<>+EXP_HI(SB), Y6
-	VMINPS Y3, Y6, Y3
-	VMOVUPS elemconst<>+EXP_LO(SB), Y6
-	VMAXPS Y3, Y6, Y3
 	VMULPS elemconst<>+LOG2E(SB), Y3, Y5
 	VROUNDPS $0, Y5, Y5
 	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y3
@@ -486,13 +434,10 @@ gradloop:
 	VPSLLD $23, Y5, Y5
 	VPADDD elemconst<>+ONE(SB), Y5, Y5
 	VMULPS Y5, Y6, Y3
-	VANDNPS Y3, Y7, Y3
-	VMULPS Y3, Y4, Y4
-	VMULPS Y2, Y4, Y4
-	VMULPS elemconst<>+HALF(SB), Y4, Y1 // q = erfc(a)/2
+	VMULPS Y3, Y1, Y1 // erfc(a)/2
 	VMOVUPS elemconst<>+ONE(SB), Y6
 	VSUBPS Y1, Y6, Y6 // 1 − q
-	VBLENDVPS Y0, Y1, Y6, Y1 // Φ
+	VBLENDVPS Y0, Y1, Y6, Y1 // Φ: q where x < 0, else 1 − q
 	VMULPS elemconst<>+RSQRT2PI(SB), Y3, Y3 // φ
 	VFMADD231PS Y3, Y0, Y1 // Φ + x·φ
 	VMULPS (DX), Y1, Y1
@@ -508,7 +453,7 @@ gradloop:
 // func geluBoth8(act, grad, x *float32, n int)
 //
 // act[i] = GELU(x[i]) and grad[i] = GELU'(x[i]) for i < n, n a positive multiple of 8, computed
-// as in geluGrad8. grad may be x.
+// as in gelu8 and geluGrad8. grad may be x.
 TEXT ·geluBoth8(SB), NOSPLIT, $0-32
 	MOVQ act+0(FP), DI
 	MOVQ grad+8(FP), DX
@@ -526,46 +471,18 @@ bothloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+P10(SB), Y4
-	VFMADD213PS elemconst<>+P9(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P8(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+P0(SB), Y1, Y4
+	VMOVUPS elemconst<>+R8(SB), Y4
+	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMULPS Y2, Y4, Y1 // t·R(u)
 	VXORPS Y6, Y6, Y6
 	VFNMADD213PS Y6, Y3, Y3 // −a²
-	VCMPPS $1, elemconst<>+EXP_LO(SB), Y4, Y7 // x < −87.3: e^x is flushed to 0
-	VMOVUPS elemconst<>+EXP_HI(SB), Y6
-	VMINPS Y4, Y6, Y4
-	VMOVUPS elemconst<>+EXP_LO(SB), Y6
-	VMAXPS Y4, Y6, Y4
-	VMULPS elemconst<>+LOG2E(SB), Y4, Y5
-	VROUNDPS $0, Y5, Y5
-	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y4
-	VFNMADD231PS elemconst<>+LN2_LO(SB), Y5, Y4
-	VMOVUPS elemconst<>+C7(SB), Y6
-	VFMADD213PS elemconst<>+C6(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C5(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C4(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C3(SB), Y4, Y6
-	VFMADD213PS elemconst<>+C2(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
-	VFMADD213PS elemconst<>+ONE(SB), Y4, Y6
-	VCVTPS2DQ Y5, Y5
-	VPSLLD $23, Y5, Y5
-	VPADDD elemconst<>+ONE(SB), Y5, Y5
-	VMULPS Y5, Y6, Y4
-	VANDNPS Y4, Y7, Y4
-	VCMPPS $1, elemconst<>+EXP_LO(SB), Y3, Y7 // x < −87.3: e^x is flushed to 0
-	VMOVUPS elemconst<>+EXP_HI(SB), Y6
-	VMINPS Y3, Y6, Y3
-	VMOVUPS elemconst<>+EXP_LO(SB), Y6
-	VMAXPS Y3, Y6, Y3
 	VMULPS elemconst<>+LOG2E(SB), Y3, Y5
 	VROUNDPS $0, Y5, Y5
 	VFNMADD231PS elemconst<>+LN2_HI(SB), Y5, Y3
@@ -582,13 +499,10 @@ bothloop:
 	VPSLLD $23, Y5, Y5
 	VPADDD elemconst<>+ONE(SB), Y5, Y5
 	VMULPS Y5, Y6, Y3
-	VANDNPS Y3, Y7, Y3
-	VMULPS Y3, Y4, Y4
-	VMULPS Y2, Y4, Y4
-	VMULPS elemconst<>+HALF(SB), Y4, Y1 // q = erfc(a)/2
+	VMULPS Y3, Y1, Y1 // erfc(a)/2
 	VMOVUPS elemconst<>+ONE(SB), Y6
 	VSUBPS Y1, Y6, Y6 // 1 − q
-	VBLENDVPS Y0, Y1, Y6, Y1 // Φ
+	VBLENDVPS Y0, Y1, Y6, Y1 // Φ: q where x < 0, else 1 − q
 	VMULPS Y1, Y0, Y6 // GELU = x·Φ
 	VMOVUPS Y6, (DI)
 	VMULPS elemconst<>+RSQRT2PI(SB), Y3, Y3 // φ
@@ -623,45 +537,17 @@ both16loop:
 	VDIVPS Z2, Z6, Z2 // t
 	VSUBPS.BCST elemconst<>+TC(SB), Z2, Z1
 	VMULPS.BCST elemconst<>+RTH(SB), Z1, Z1 // u
-	VBROADCASTSS elemconst<>+P10(SB), Z4
-	VFMADD213PS.BCST elemconst<>+P9(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P8(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P7(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P6(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P5(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P4(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P3(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P2(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P1(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+P0(SB), Z1, Z4
+	VBROADCASTSS elemconst<>+R8(SB), Z4
+	VFMADD213PS.BCST elemconst<>+R7(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R6(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R5(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R4(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R3(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R2(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R1(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+R0(SB), Z1, Z4
+	VMULPS Z2, Z4, Z1 // t·R(u)
 	VFNMADD213PS Z31, Z3, Z3 // −a²
-	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z4, K1 // x < −87.3: e^x is flushed to 0
-	VBROADCASTSS elemconst<>+EXP_HI(SB), Z7
-	VMINPS Z4, Z7, Z4
-	VBROADCASTSS elemconst<>+EXP_LO(SB), Z7
-	VMAXPS Z4, Z7, Z4
-	VMULPS.BCST elemconst<>+LOG2E(SB), Z4, Z5
-	VRNDSCALEPS $0, Z5, Z5
-	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z5, Z4
-	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z5, Z4
-	VBROADCASTSS elemconst<>+C7(SB), Z6
-	VFMADD213PS.BCST elemconst<>+C6(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+C5(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+C4(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+C3(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+C2(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+ONE(SB), Z4, Z6
-	VFMADD213PS.BCST elemconst<>+ONE(SB), Z4, Z6
-	VCVTPS2DQ Z5, Z5
-	VPSLLD $23, Z5, Z5
-	VPADDD.BCST elemconst<>+ONE(SB), Z5, Z5
-	VMULPS Z5, Z6, Z4
-	VMOVAPS Z31, K1, Z4
-	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z3, K1 // x < −87.3: e^x is flushed to 0
-	VBROADCASTSS elemconst<>+EXP_HI(SB), Z7
-	VMINPS Z3, Z7, Z3
-	VBROADCASTSS elemconst<>+EXP_LO(SB), Z7
-	VMAXPS Z3, Z7, Z3
 	VMULPS.BCST elemconst<>+LOG2E(SB), Z3, Z5
 	VRNDSCALEPS $0, Z5, Z5
 	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z5, Z3
@@ -678,10 +564,7 @@ both16loop:
 	VPSLLD $23, Z5, Z5
 	VPADDD.BCST elemconst<>+ONE(SB), Z5, Z5
 	VMULPS Z5, Z6, Z3
-	VMOVAPS Z31, K1, Z3
-	VMULPS Z3, Z4, Z4
-	VMULPS Z2, Z4, Z4
-	VMULPS.BCST elemconst<>+HALF(SB), Z4, Z1 // q = erfc(a)/2
+	VMULPS Z3, Z1, Z1 // q = erfc(a)/2
 	VBROADCASTSS elemconst<>+ONE(SB), Z6
 	VSUBPS Z1, Z6, Z6 // 1 − q
 	VCMPPS $1, Z31, Z0, K2 // x < 0

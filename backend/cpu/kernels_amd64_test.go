@@ -139,3 +139,31 @@ func TestExpShiftScaleMax16(t *testing.T) {
 		}
 	}
 }
+
+// The AVX-512 geluBoth must give each element exactly as the 8-lane kernels (the same
+// operations in the same order), and write nothing past n.
+func TestGELUBoth16(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	for _, n := range []int{16, 48, 400} {
+		run := func() (act, grad []float32) {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32((i*37)%101-50) * 0.13
+			}
+			act, grad = make([]float32, n+3), make([]float32, n+3)
+			geluBothSlice(act[:n], grad[:n], x)
+			return act, grad
+		}
+		act16, grad16 := run()
+		useAVX512 = false
+		act8, grad8 := run()
+		useAVX512 = true
+		for i := range act16 {
+			if act16[i] != act8[i] || grad16[i] != grad8[i] {
+				t.Fatalf("n %d, element %d: GELU %v and GELU' %v, want %v and %v", n, i, act16[i], grad16[i], act8[i], grad8[i])
+			}
+		}
+	}
+}
