@@ -64,7 +64,7 @@ consts = [
  ('C2', bits(1/2)), ('C3', bits(1/6)), ('C4', bits(1/24)), ('C5', bits(1/120)), ('C6', bits(1/720)), ('C7', bits(1/5040)),
  ('RSQRT2', bits(1/math.sqrt(2))), ('ABSMASK', 0x7fffffff), ('ZMAX', bits(7.5)),
  ('TC', bits(tc)), ('RTH', bits(1/th)), ('RSQRT2PI', bits(1/math.sqrt(2*math.pi))), ('NEGINF', 0xff800000),
-] + [('R%d' % i, bits(c)) for i, c in enumerate(R)]
+] + [('RC%d' % i, bits(c)) for i, c in enumerate(R)]
 out=[]
 L=out.append
 L('#include "textflag.h"')
@@ -172,10 +172,10 @@ def erfc_half(x, q, t, a, r, n, tmp):
       f'	VDIVPS {t}, {tmp}, {t} // t',
       f'	VSUBPS {C("TC")}, {t}, {q}',
       f'	VMULPS {C("RTH")}, {q}, {q} // u',
-      f'	VMOVUPS {C("R%d" % (len(R) - 1))}, {r}',
+      f'	VMOVUPS {C("RC%d" % (len(R) - 1))}, {r}',
     ]
     for i in range(len(R) - 2, -1, -1):
-        s.append(f'	VFMADD213PS {C("R%d" % i)}, {q}, {r}')
+        s.append(f'	VFMADD213PS {C("RC%d" % i)}, {q}, {r}')
     s += [f'	VMULPS {t}, {r}, {q} // t·R(u)',
           f'	VXORPS {tmp}, {tmp}, {tmp}',
           f'	VFNMADD213PS {tmp}, {a}, {a} // −a²']
@@ -321,9 +321,9 @@ L(f'	VBROADCASTSS {CB("ONE")}, Z6')
 L('	VDIVPS Z2, Z6, Z2 // t')
 L(f'	VSUBPS.BCST {CB("TC")}, Z2, Z1')
 L(f'	VMULPS.BCST {CB("RTH")}, Z1, Z1 // u')
-L(f'	VBROADCASTSS {CB("R%d" % (len(R) - 1))}, Z4')
+L(f'	VBROADCASTSS {CB("RC%d" % (len(R) - 1))}, Z4')
 for i in range(len(R) - 2, -1, -1):
-    L(f'	VFMADD213PS.BCST {CB("R%d" % i)}, Z1, Z4')
+    L(f'	VFMADD213PS.BCST {CB("RC%d" % i)}, Z1, Z4')
 L('	VMULPS Z2, Z4, Z1 // t·R(u)')
 L('	VFNMADD213PS Z31, Z3, Z3 // −a²')
 out.extend(exp16('Z3', 'Z5', 'Z6', 'K1')[5:-1])  # no clamping (see exp_core)
@@ -440,6 +440,83 @@ L('smax16reduce:')
 L('	VEXTRACTF64X4 $1, Z2, Y3')
 L('	VMAXPS Y3, Y2, Y2')
 out.extend(ret_max_y2())
+
+
+# Row kernels for attention's score blocks: the same per-row work as scaleMax and expShift, for
+# rows rows of x (ld floats apart), each w floats wide (a multiple of the vector width), in one
+# call, so that the rows' short dependency chains overlap instead of each waiting for its call's
+# branches and horizontal reduction. Each row's result is the one-row kernel's, bit for bit.
+def row_kernel(name, lanes, args, setup, body, finish, doc):
+    reg = 'Z' if lanes == 16 else 'Y'
+    shift = 6 if lanes == 16 else 5
+    L('')
+    L(f'// func {name}({args})')
+    L('//')
+    for line in doc:
+        L('// ' + line)
+    L(f'TEXT ·{name}(SB), NOSPLIT, $0-48')
+    L('	MOVQ x+0(FP), SI')
+    L('	MOVQ ld+8(FP), R8')
+    L('	SHLQ $2, R8')
+    L('	MOVQ rows+16(FP), R9')
+    L('	MOVQ w+24(FP), R10')
+    L(f'	SHRQ ${shift - 2}, R10 // vectors per row')
+    out.extend(setup)
+    L(f'{name}row:')
+    out.extend(body[0])
+    L('	MOVQ SI, AX')
+    L('	MOVQ R10, CX')
+    L(f'{name}vec:')
+    out.extend(body[1])
+    L(f'	ADDQ ${lanes * 4}, AX')
+    L('	DECQ CX')
+    L(f'	JNZ {name}vec')
+    out.extend(finish)
+    L('	ADDQ R8, SI')
+    L('	DECQ R9')
+    L(f'	JNZ {name}row')
+    L('	VZEROUPPER')
+    L('	RET')
+
+
+MAX_DOC = ['Multiplies the first w floats of each of rows rows of x (ld floats apart) by s, and sets',
+           'mx[r] to the largest of row r; w is a positive multiple of {} (rows ≥ 1). Each row as',
+           'scaleMax{} would do it.']
+EXP_DOC = ['Replaces the first w floats of each of rows rows of x (ld floats apart) by e^(x − shift[r])',
+           'and sets sums[r] to their sum; w is a positive multiple of {} (rows ≥ 1). Each row as',
+           'expShift{} would do it, so a row padded with −Inf (whose exponentials are 0) gets the',
+           'elements and the sum of its unpadded part.']
+ARGS_MAX = 'x *float32, ld, rows, w int, s float32, mx *float32'
+ARGS_EXP = 'x *float32, ld, rows, w int, shift, sums *float32'
+
+row_kernel('scaleMaxRows8', 8, ARGS_MAX,
+           ['	VBROADCASTSS s+32(FP), Y1', '	MOVQ mx+40(FP), DI'],
+           ([f'	VMOVUPS {C("NEGINF")}, Y2'],
+            ['	VMULPS (AX), Y1, Y0', '	VMOVUPS Y0, (AX)', '	VMAXPS Y0, Y2, Y2']),
+           ret_max_y2()[:6] + ['	MOVSS X2, (DI)', '	ADDQ $4, DI'],
+           [l.format(8, 8) for l in MAX_DOC])
+row_kernel('expRows8', 8, ARGS_EXP,
+           ['	MOVQ shift+32(FP), DX', '	MOVQ sums+40(FP), DI'],
+           (['	VBROADCASTSS (DX), Y5', '	VXORPS Y4, Y4, Y4'],
+            ['	VMOVUPS (AX), Y0', '	VSUBPS Y5, Y0, Y0'] + expb('Y0', 'Y1', 'Y2') +
+            ['	VMOVUPS Y0, (AX)', '	VADDPS Y0, Y4, Y4']),
+           ret_sum_y4()[:4] + ['	MOVSS X4, (DI)', '	ADDQ $4, DX', '	ADDQ $4, DI'],
+           [l.format(8, 8) for l in EXP_DOC])
+row_kernel('scaleMaxRows16', 16, ARGS_MAX,
+           ['	VBROADCASTSS s+32(FP), Z1', '	MOVQ mx+40(FP), DI'],
+           ([f'	VBROADCASTSS {C("NEGINF")}, Z2'],
+            ['	VMULPS (AX), Z1, Z0', '	VMOVUPS Z0, (AX)', '	VMAXPS Z0, Z2, Z2']),
+           ['	VEXTRACTF64X4 $1, Z2, Y3', '	VMAXPS Y3, Y2, Y2'] + ret_max_y2()[:6] +
+           ['	MOVSS X2, (DI)', '	ADDQ $4, DI'],
+           [l.format(16, 16) for l in MAX_DOC])
+row_kernel('expRows16', 16, ARGS_EXP,
+           ['	MOVQ shift+32(FP), DX', '	MOVQ sums+40(FP), DI', '	VPXORD Z31, Z31, Z31'],
+           (['	VBROADCASTSS (DX), Z5', '	VPXORD Z4, Z4, Z4'],
+            ['	VMOVUPS (AX), Z0', '	VSUBPS Z5, Z0, Z0'] + exp16('Z0', 'Z1', 'Z2', 'K1', hi='Z2') +
+            ['	VMOVUPS Z0, (AX)', '	VADDPS Z0, Z4, Z4']),
+           ['	VEXTRACTF64X4 $1, Z4, Y1', '	VADDPS Y1, Y4, Y4'] + ret_sum_y4()[:4] +
+           ['	MOVSS X4, (DI)', '	ADDQ $4, DX', '	ADDQ $4, DI'],
+           [l.format(16, 16) for l in EXP_DOC])
 import os
 here = os.path.dirname(os.path.abspath(__file__))
 open(os.path.join(here, '..', 'backend', 'cpu', 'elementwise_amd64.s'), 'w').write('\n'.join(out)+'\n')

@@ -34,15 +34,15 @@
 #define RTH 544
 #define RSQRT2PI 576
 #define NEGINF 608
-#define R0 640
-#define R1 672
-#define R2 704
-#define R3 736
-#define R4 768
-#define R5 800
-#define R6 832
-#define R7 864
-#define R8 896
+#define RC0 640
+#define RC1 672
+#define RC2 704
+#define RC3 736
+#define RC4 768
+#define RC5 800
+#define RC6 832
+#define RC7 864
+#define RC8 896
 
 DATA elemconst<>+0(SB)/4, $0x42b0999a
 DATA elemconst<>+4(SB)/4, $0x42b0999a
@@ -344,15 +344,15 @@ geluloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+R8(SB), Y4
-	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMOVUPS elemconst<>+RC8(SB), Y4
+	VFMADD213PS elemconst<>+RC7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC0(SB), Y1, Y4
 	VMULPS Y2, Y4, Y1 // t·R(u)
 	VXORPS Y6, Y6, Y6
 	VFNMADD213PS Y6, Y3, Y3 // −a²
@@ -406,15 +406,15 @@ gradloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+R8(SB), Y4
-	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMOVUPS elemconst<>+RC8(SB), Y4
+	VFMADD213PS elemconst<>+RC7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC0(SB), Y1, Y4
 	VMULPS Y2, Y4, Y1 // t·R(u)
 	VXORPS Y6, Y6, Y6
 	VFNMADD213PS Y6, Y3, Y3 // −a²
@@ -471,15 +471,15 @@ bothloop:
 	VDIVPS Y2, Y6, Y2 // t
 	VSUBPS elemconst<>+TC(SB), Y2, Y1
 	VMULPS elemconst<>+RTH(SB), Y1, Y1 // u
-	VMOVUPS elemconst<>+R8(SB), Y4
-	VFMADD213PS elemconst<>+R7(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R6(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R5(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R4(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R3(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R2(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R1(SB), Y1, Y4
-	VFMADD213PS elemconst<>+R0(SB), Y1, Y4
+	VMOVUPS elemconst<>+RC8(SB), Y4
+	VFMADD213PS elemconst<>+RC7(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC6(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC5(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC4(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC3(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC2(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC1(SB), Y1, Y4
+	VFMADD213PS elemconst<>+RC0(SB), Y1, Y4
 	VMULPS Y2, Y4, Y1 // t·R(u)
 	VXORPS Y6, Y6, Y6
 	VFNMADD213PS Y6, Y3, Y3 // −a²
@@ -537,15 +537,15 @@ both16loop:
 	VDIVPS Z2, Z6, Z2 // t
 	VSUBPS.BCST elemconst<>+TC(SB), Z2, Z1
 	VMULPS.BCST elemconst<>+RTH(SB), Z1, Z1 // u
-	VBROADCASTSS elemconst<>+R8(SB), Z4
-	VFMADD213PS.BCST elemconst<>+R7(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R6(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R5(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R4(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R3(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R2(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R1(SB), Z1, Z4
-	VFMADD213PS.BCST elemconst<>+R0(SB), Z1, Z4
+	VBROADCASTSS elemconst<>+RC8(SB), Z4
+	VFMADD213PS.BCST elemconst<>+RC7(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC6(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC5(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC4(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC3(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC2(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC1(SB), Z1, Z4
+	VFMADD213PS.BCST elemconst<>+RC0(SB), Z1, Z4
 	VMULPS Z2, Z4, Z1 // t·R(u)
 	VFNMADD213PS Z31, Z3, Z3 // −a²
 	VMULPS.BCST elemconst<>+LOG2E(SB), Z3, Z5
@@ -735,4 +735,213 @@ smax16reduce:
 	VMAXPS X3, X2, X2
 	VZEROUPPER
 	MOVSS X2, ret+24(FP)
+	RET
+
+// func scaleMaxRows8(x *float32, ld, rows, w int, s float32, mx *float32)
+//
+// Multiplies the first w floats of each of rows rows of x (ld floats apart) by s, and sets
+// mx[r] to the largest of row r; w is a positive multiple of 8 (rows ≥ 1). Each row as
+// scaleMax8 would do it.
+TEXT ·scaleMaxRows8(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), R9
+	MOVQ w+24(FP), R10
+	SHRQ $3, R10 // vectors per row
+	VBROADCASTSS s+32(FP), Y1
+	MOVQ mx+40(FP), DI
+scaleMaxRows8row:
+	VMOVUPS elemconst<>+NEGINF(SB), Y2
+	MOVQ SI, AX
+	MOVQ R10, CX
+scaleMaxRows8vec:
+	VMULPS (AX), Y1, Y0
+	VMOVUPS Y0, (AX)
+	VMAXPS Y0, Y2, Y2
+	ADDQ $32, AX
+	DECQ CX
+	JNZ scaleMaxRows8vec
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	MOVSS X2, (DI)
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ scaleMaxRows8row
+	VZEROUPPER
+	RET
+
+// func expRows8(x *float32, ld, rows, w int, shift, sums *float32)
+//
+// Replaces the first w floats of each of rows rows of x (ld floats apart) by e^(x − shift[r])
+// and sets sums[r] to their sum; w is a positive multiple of 8 (rows ≥ 1). Each row as
+// expShift8 would do it, so a row padded with −Inf (whose exponentials are 0) gets the
+// elements and the sum of its unpadded part.
+TEXT ·expRows8(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), R9
+	MOVQ w+24(FP), R10
+	SHRQ $3, R10 // vectors per row
+	MOVQ shift+32(FP), DX
+	MOVQ sums+40(FP), DI
+expRows8row:
+	VBROADCASTSS (DX), Y5
+	VXORPS Y4, Y4, Y4
+	MOVQ SI, AX
+	MOVQ R10, CX
+expRows8vec:
+	VMOVUPS (AX), Y0
+	VSUBPS Y5, Y0, Y0
+	VCMPPS $1, elemconst<>+EXP_LO(SB), Y0, Y7 // x < −87.3: e^x is flushed to 0
+	VMOVUPS elemconst<>+EXP_HI(SB), Y2
+	VMINPS Y0, Y2, Y0
+	VMOVUPS elemconst<>+EXP_LO(SB), Y2
+	VMAXPS Y0, Y2, Y0
+	VMULPS elemconst<>+LOG2E(SB), Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	VFNMADD231PS elemconst<>+LN2_HI(SB), Y1, Y0
+	VFNMADD231PS elemconst<>+LN2_LO(SB), Y1, Y0
+	VMOVUPS elemconst<>+C7(SB), Y2
+	VFMADD213PS elemconst<>+C6(SB), Y0, Y2
+	VFMADD213PS elemconst<>+C5(SB), Y0, Y2
+	VFMADD213PS elemconst<>+C4(SB), Y0, Y2
+	VFMADD213PS elemconst<>+C3(SB), Y0, Y2
+	VFMADD213PS elemconst<>+C2(SB), Y0, Y2
+	VFMADD213PS elemconst<>+ONE(SB), Y0, Y2
+	VFMADD213PS elemconst<>+ONE(SB), Y0, Y2
+	VCVTPS2DQ Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VPADDD elemconst<>+ONE(SB), Y1, Y1
+	VMULPS Y1, Y2, Y0
+	VANDNPS Y0, Y7, Y0
+	VMOVUPS Y0, (AX)
+	VADDPS Y0, Y4, Y4
+	ADDQ $32, AX
+	DECQ CX
+	JNZ expRows8vec
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	MOVSS X4, (DI)
+	ADDQ $4, DX
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ expRows8row
+	VZEROUPPER
+	RET
+
+// func scaleMaxRows16(x *float32, ld, rows, w int, s float32, mx *float32)
+//
+// Multiplies the first w floats of each of rows rows of x (ld floats apart) by s, and sets
+// mx[r] to the largest of row r; w is a positive multiple of 16 (rows ≥ 1). Each row as
+// scaleMax16 would do it.
+TEXT ·scaleMaxRows16(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), R9
+	MOVQ w+24(FP), R10
+	SHRQ $4, R10 // vectors per row
+	VBROADCASTSS s+32(FP), Z1
+	MOVQ mx+40(FP), DI
+scaleMaxRows16row:
+	VBROADCASTSS elemconst<>+NEGINF(SB), Z2
+	MOVQ SI, AX
+	MOVQ R10, CX
+scaleMaxRows16vec:
+	VMULPS (AX), Z1, Z0
+	VMOVUPS Z0, (AX)
+	VMAXPS Z0, Z2, Z2
+	ADDQ $64, AX
+	DECQ CX
+	JNZ scaleMaxRows16vec
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	MOVSS X2, (DI)
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ scaleMaxRows16row
+	VZEROUPPER
+	RET
+
+// func expRows16(x *float32, ld, rows, w int, shift, sums *float32)
+//
+// Replaces the first w floats of each of rows rows of x (ld floats apart) by e^(x − shift[r])
+// and sets sums[r] to their sum; w is a positive multiple of 16 (rows ≥ 1). Each row as
+// expShift16 would do it, so a row padded with −Inf (whose exponentials are 0) gets the
+// elements and the sum of its unpadded part.
+TEXT ·expRows16(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ ld+8(FP), R8
+	SHLQ $2, R8
+	MOVQ rows+16(FP), R9
+	MOVQ w+24(FP), R10
+	SHRQ $4, R10 // vectors per row
+	MOVQ shift+32(FP), DX
+	MOVQ sums+40(FP), DI
+	VPXORD Z31, Z31, Z31
+expRows16row:
+	VBROADCASTSS (DX), Z5
+	VPXORD Z4, Z4, Z4
+	MOVQ SI, AX
+	MOVQ R10, CX
+expRows16vec:
+	VMOVUPS (AX), Z0
+	VSUBPS Z5, Z0, Z0
+	VCMPPS.BCST $1, elemconst<>+EXP_LO(SB), Z0, K1 // x < −87.3: e^x is flushed to 0
+	VBROADCASTSS elemconst<>+EXP_HI(SB), Z2
+	VMINPS Z0, Z2, Z0
+	VBROADCASTSS elemconst<>+EXP_LO(SB), Z2
+	VMAXPS Z0, Z2, Z0
+	VMULPS.BCST elemconst<>+LOG2E(SB), Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VFNMADD231PS.BCST elemconst<>+LN2_HI(SB), Z1, Z0
+	VFNMADD231PS.BCST elemconst<>+LN2_LO(SB), Z1, Z0
+	VBROADCASTSS elemconst<>+C7(SB), Z2
+	VFMADD213PS.BCST elemconst<>+C6(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C5(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C4(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C3(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+C2(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VFMADD213PS.BCST elemconst<>+ONE(SB), Z0, Z2
+	VCVTPS2DQ Z1, Z1
+	VPSLLD $23, Z1, Z1
+	VPADDD.BCST elemconst<>+ONE(SB), Z1, Z1
+	VMULPS Z1, Z2, Z0
+	VMOVAPS Z31, K1, Z0
+	VMOVUPS Z0, (AX)
+	VADDPS Z0, Z4, Z4
+	ADDQ $64, AX
+	DECQ CX
+	JNZ expRows16vec
+	VEXTRACTF64X4 $1, Z4, Y1
+	VADDPS Y1, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	MOVSS X4, (DI)
+	ADDQ $4, DX
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ R9
+	JNZ expRows16row
+	VZEROUPPER
 	RET

@@ -215,14 +215,68 @@ func scaleMax(x []float32, s float32) float32 {
 	return max(mx, scaleMaxGo(x[n8:], s))
 }
 
-// rowVector is the number of floats that scaleMax and expShift are best given a multiple of:
-// 1 where the 16-lane kernels take any length under a mask, else the 8-lane kernels' width.
+// rowVector is the width that scaleMaxRows and expRows need a multiple of: their vector
+// kernels' number of lanes, or 1 for the Go loops.
 var rowVector = func() int {
-	if useAVX512 {
-		return 1
+	switch {
+	case useAVX512:
+		return 16
+	case useFMA:
+		return 8
 	}
-	return 8
+	return 1
 }()
+
+// scaleMaxRows8, expRows8, scaleMaxRows16 and expRows16 are the row kernels of
+// elementwise_amd64.s behind scaleMaxRows and expRows (w a positive multiple of their lanes).
+//
+//go:noescape
+func scaleMaxRows8(x *float32, ld, rows, w int, s float32, mx *float32)
+
+//go:noescape
+func expRows8(x *float32, ld, rows, w int, shift, sums *float32)
+
+//go:noescape
+func scaleMaxRows16(x *float32, ld, rows, w int, s float32, mx *float32)
+
+//go:noescape
+func expRows16(x *float32, ld, rows, w int, shift, sums *float32)
+
+// scaleMaxRows multiplies the first w floats of rows [0, rows) of x (rows ld floats apart) by
+// s and sets mx[r] to the largest of row r, each row as scaleMax would; w must be a multiple of
+// rowVector.
+func scaleMaxRows(x []float32, ld, rows, w int, s float32, mx []float32) {
+	if rows == 0 || w == 0 {
+		return
+	}
+	_, _ = x[(rows-1)*ld+w-1], mx[rows-1]
+	switch {
+	case rowVector == 16:
+		scaleMaxRows16(&x[0], ld, rows, w, s, &mx[0])
+	case rowVector == 8:
+		scaleMaxRows8(&x[0], ld, rows, w, s, &mx[0])
+	default:
+		scaleMaxRowsGo(x, ld, rows, w, s, mx)
+	}
+}
+
+// expRows replaces the first w floats of rows [0, rows) of x (rows ld floats apart) by
+// e^(x − shift[r]) and sets sums[r] to the sum of row r, each row as expShift would; w must be
+// a multiple of rowVector.
+func expRows(x []float32, ld, rows, w int, shift, sums []float32) {
+	if rows == 0 || w == 0 {
+		return
+	}
+	_, _, _ = x[(rows-1)*ld+w-1], shift[rows-1], sums[rows-1]
+	switch {
+	case rowVector == 16:
+		expRows16(&x[0], ld, rows, w, &shift[0], &sums[0])
+	case rowVector == 8:
+		expRows8(&x[0], ld, rows, w, &shift[0], &sums[0])
+	default:
+		expRowsGo(x, ld, rows, w, shift, sums)
+	}
+}
 
 // expShift16 and scaleMax16 are expShift8 and scaleMax8 for any n ≥ 1, under AVX-512 masks
 // for the last n mod 16 elements (elementwise_amd64.s).

@@ -21,8 +21,20 @@ func geluSlice(out, x []float32) { geluGo(out, x) }
 // geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
 func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }
 
-// rowVector is the number of floats that scaleMax and expShift are best given a multiple of.
+// rowVector is the width that scaleMaxRows and expRows need a multiple of.
 const rowVector = 1
+
+// scaleMaxRows multiplies the first w floats of rows [0, rows) of x (rows ld floats apart) by
+// s and sets mx[r] to the largest of row r.
+func scaleMaxRows(x []float32, ld, rows, w int, s float32, mx []float32) {
+	scaleMaxRowsGo(x, ld, rows, w, s, mx)
+}
+
+// expRows replaces the first w floats of rows [0, rows) of x (rows ld floats apart) by
+// e^(x − shift[r]) and sets sums[r] to the sum of row r.
+func expRows(x []float32, ld, rows, w int, shift, sums []float32) {
+	expRowsGo(x, ld, rows, w, shift, sums)
+}
 
 // scaleMax multiplies each x[i] by s and returns the largest result (−Inf for no elements).
 func scaleMax(x []float32, s float32) float32 { return scaleMaxGo(x, s) }

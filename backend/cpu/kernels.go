@@ -477,8 +477,10 @@ func (t *hermiteTable) eval(x float32, k int, hi float64) float64 {
 	return (2*s3-3*s2+1)*f[i] + (s3-2*s2+s)*h*d[i] + (3*s2-2*s3)*f[i+1] + (s3-s2)*h*d[i+1]
 }
 
-// geluGo, geluGradGo, geluBothGo, scaleMaxGo and expShiftGo are the portable loops behind
-// geluSlice, geluGradSlice, geluBothSlice, scaleMax and expShift, which run the vector kernels where the CPU has them and these on the remainder.
+// geluGo, geluGradGo, geluBothGo, scaleMaxGo, expShiftGo, scaleMaxRowsGo and expRowsGo are the
+// portable loops behind geluSlice, geluGradSlice, geluBothSlice, scaleMax, expShift,
+// scaleMaxRows and expRows, which run the vector kernels where the CPU has them and these on the
+// remainder.
 func geluGo(out, x []float32) {
 	for i, v := range x[:len(out)] {
 		out[i] = GELU(v)
@@ -504,6 +506,18 @@ func scaleMaxGo(x []float32, s float32) float32 {
 		mx = max(mx, x[i])
 	}
 	return mx
+}
+
+func scaleMaxRowsGo(x []float32, ld, rows, w int, s float32, mx []float32) {
+	for r := range rows {
+		mx[r] = scaleMaxGo(x[r*ld:r*ld+w], s)
+	}
+}
+
+func expRowsGo(x []float32, ld, rows, w int, shift, sums []float32) {
+	for r := range rows {
+		sums[r] = expShiftGo(x[r*ld:r*ld+w], shift[r])
+	}
 }
 
 func expShiftGo(x []float32, shift float32) float32 {

@@ -167,3 +167,50 @@ func TestGELUBoth16(t *testing.T) {
 		}
 	}
 }
+
+// The row kernels must give each row exactly what scaleMax and expShift give it alone (the
+// same lanes, the same order), −Inf padding turned into zeros, and touch nothing past w.
+func TestRowKernels(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	defer func() { useAVX512, rowVector = true, 16 }()
+	for _, lanes := range []int{16, 8} {
+		useAVX512, rowVector = lanes == 16, lanes
+		const rows, ld = 7, 70
+		for _, w := range []int{lanes, 4 * lanes} {
+			x := make([]float32, rows*ld)
+			for i := range x {
+				x[i] = float32((i*29)%23-11) * 0.37
+			}
+			for r := range rows { // row r has r+1 scores, then −Inf
+				for j := r + 1; j < w; j++ {
+					x[r*ld+j] = float32(math.Inf(-1))
+				}
+			}
+			want := append([]float32(nil), x...)
+			wantMx, wantSum := make([]float32, rows), make([]float32, rows)
+			for r := range rows {
+				row := want[r*ld : r*ld+w]
+				wantMx[r] = scaleMax(row, 0.9)
+				wantSum[r] = expShift(row, wantMx[r]-0.5)
+			}
+			mx, shift, sum := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+			scaleMaxRows(x, ld, rows, w, 0.9, mx)
+			for r := range rows {
+				shift[r] = mx[r] - 0.5
+			}
+			expRows(x, ld, rows, w, shift, sum)
+			for r := range rows {
+				if mx[r] != wantMx[r] || sum[r] != wantSum[r] {
+					t.Fatalf("%d lanes, w %d, row %d: max %v, sum %v; want %v, %v", lanes, w, r, mx[r], sum[r], wantMx[r], wantSum[r])
+				}
+			}
+			for i := range x {
+				if row, col := i/ld, i%ld; x[i] != want[i] || col > row && col < w && x[i] != 0 {
+					t.Fatalf("%d lanes, w %d: x[%d] = %v, want %v", lanes, w, i, x[i], want[i])
+				}
+			}
+		}
+	}
+}
