@@ -328,12 +328,19 @@ const (
 // gemm computes C (+)= A·B (+ bias) on the calling goroutine for an M×N block C with K ≥ 1,
 // where A[i, k] = a[i·rs + k·ks] and C[i, j] = c[i·ldc + j]. B must be readable (any finite
 // values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
-// It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial rows of A and
-// the last partial columns of C through the zero-padded buffers of s.
+// It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial columns of C
+// through the zero-padded buffer of s. The last partial rows are the last MR rows of the block
+// when C is only stored (not accumulated, one k block, M ≥ MR): the rows they share with the
+// block before get the same values again. Otherwise they go through the zero-padded rows of
+// s.apad.
 func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b bMat, c []float32, ldc int, accumulate bool, bias []float32) {
 	bs := b.bs
 	mr, nr := kern.mr, kern.nr
 	full := M / mr * mr // rows in whole MR blocks
+	last := -1          // with full < M: the first row of the overlapping last block, or −1
+	if full < M && M >= mr && !accumulate && K <= kcBlock {
+		last = M - mr
+	}
 	for k0 := 0; k0 < K; k0 += kcBlock {
 		kc := min(kcBlock, K-k0)
 		acc := accumulate || k0 > 0
@@ -341,7 +348,7 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 		if k0+kc == K {
 			bb = bias
 		}
-		if full < M { // copy the partial rows once per k block
+		if full < M && last < 0 { // copy the partial rows once per k block
 			padA(s.apad[:mr*kc], a[full*rs+k0*ks:], rs, ks, M-full, kc)
 		}
 		for jp := 0; jp < N; jp += nr {
@@ -357,7 +364,10 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 				}
 				for ip := 0; ip < M; ip += mr {
 					ap, ars, aks := a[ip*rs+k0*ks:], rs, ks
-					if ip >= full {
+					cp := s.cpad // the block's first row in cpad
+					if ip >= full && last >= 0 {
+						ap, cp = a[last*rs+k0*ks:], s.cpad[(ip-last)*nr:]
+					} else if ip >= full {
 						ap, ars, aks = s.apad, kc, 1
 					}
 					if cols == nr/2 && ip < full && kern.half != nil { // straight into C
@@ -365,14 +375,16 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 						continue
 					}
 					fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
-					addBlock(c[ip*ldc+jp:], ldc, s.cpad, nr, min(mr, M-ip), cols, acc, bj)
+					addBlock(c[ip*ldc+jp:], ldc, cp, nr, min(mr, M-ip), cols, acc, bj)
 				}
 				continue
 			}
 			for ip := 0; ip < full; ip += mr {
 				kern.fn(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
 			}
-			if full < M {
+			if last >= 0 {
+				kern.fn(kc, a[last*rs+k0*ks:], rs, ks, bp, bs, c[last*ldc+jp:], ldc, false, bj)
+			} else if full < M {
 				kern.fn(kc, s.apad, kc, 1, bp, bs, s.cpad, nr, false, nil)
 				addBlock(c[full*ldc+jp:], ldc, s.cpad, nr, M-full, nr, acc, bj)
 			}
