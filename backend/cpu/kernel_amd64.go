@@ -84,6 +84,26 @@ func axpy(y []float32, a float32, x []float32) {
 	axpyGo(y[n8:], a, x[n8:len(y)])
 }
 
+//go:noescape
+func addMul8(out, a, b *float32, n int, mul bool)
+
+// addSlice sets out[i] = a[i] + b[i] over len(out) elements; out may be a or b.
+func addSlice(out, a, b []float32) { addMul(out, a, b, false) }
+
+// mulSlice sets out[i] = a[i]·b[i] over len(out) elements; out may be a or b.
+func mulSlice(out, a, b []float32) { addMul(out, a, b, true) }
+
+func addMul(out, a, b []float32, mul bool) {
+	n8 := len(out) &^ 7
+	if useFMA && n8 > 0 {
+		_, _ = a[len(out)-1], b[len(out)-1]
+		addMul8(&out[0], &a[0], &b[0], n8, mul)
+	} else {
+		n8 = 0
+	}
+	addMulGo(out[n8:], a[n8:len(out)], b[n8:len(out)], mul)
+}
+
 // fmaKernel wraps the assembly kernel with the bounds checks that keep it memory-safe.
 var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 	checkBlock(kc, 6, 16, a, rs, ks, b, bs, c, ldc, bias)

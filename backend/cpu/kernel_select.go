@@ -12,6 +12,12 @@ func dot(a, b []float32) float32 { return dotGo(a, b) }
 // axpy adds a·x to y over len(y) elements (x must be at least as long).
 func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
 
+// addSlice sets out[i] = a[i] + b[i] over len(out) elements; out may be a or b.
+func addSlice(out, a, b []float32) { addMulGo(out, a, b, false) }
+
+// mulSlice sets out[i] = a[i]·b[i] over len(out) elements; out may be a or b.
+func mulSlice(out, a, b []float32) { addMulGo(out, a, b, true) }
+
 // expShift replaces each x[i] by e^(x[i]−shift) and returns their sum.
 func expShift(x []float32, shift float32) float32 { return expShiftGo(x, shift) }
 

@@ -399,15 +399,9 @@ func (t *elemTask) run(_, lo, hi int) {
 	case opGELUBackward:
 		geluGradSlice(out, a, t.b[lo:hi])
 	case opAdd:
-		b := t.b[lo:hi]
-		for i := range out {
-			out[i] = a[i] + b[i]
-		}
+		addSlice(out, a, t.b[lo:hi])
 	case opMul:
-		b := t.b[lo:hi]
-		for i := range out {
-			out[i] = a[i] * b[i]
-		}
+		mulSlice(out, a, t.b[lo:hi])
 	case opDropout:
 		scale := 1 / (1 - t.p)
 		for i, x := range a {
@@ -506,6 +500,20 @@ func scaleMaxGo(x []float32, s float32) float32 {
 		mx = max(mx, x[i])
 	}
 	return mx
+}
+
+// addMulGo is the portable loop behind addSlice and mulSlice.
+func addMulGo(out, a, b []float32, mul bool) {
+	a, b = a[:len(out)], b[:len(out)]
+	if mul {
+		for i := range out {
+			out[i] = a[i] * b[i]
+		}
+		return
+	}
+	for i := range out {
+		out[i] = a[i] + b[i]
+	}
 }
 
 func scaleMaxRowsGo(x []float32, ld, rows, w int, s float32, mx []float32) {

@@ -761,16 +761,31 @@ func TestElementwiseAccuracy(t *testing.T) {
 	}
 }
 
-func TestMul(t *testing.T) {
+// TestAddMul checks Add and Mul at lengths that use each part of the vector loops (32 and 8
+// floats at a time) and the scalar tail, into a new tensor and in place.
+func TestAddMul(t *testing.T) {
 	be := New()
-	a, b := []float32{1, -2, 3, 0.5, 7}, []float32{2, 2, -1, 4, 0}
-	out := be.Alloc(5)
-	be.Mul(out, upload32(be, a), upload32(be, b), 5)
-	got := make([]float32, 5)
-	be.Download(got, out, 0)
-	for i := range got {
-		if got[i] != a[i]*b[i] {
-			t.Fatalf("Mul element %d = %v, want %v", i, got[i], a[i]*b[i])
+	for _, n := range []int{5, 8, 40, 77} {
+		a, b := make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i] = float32(i%7)-2.5, float32(i%5)*0.75-1
+		}
+		for _, mul := range []bool{false, true} {
+			op, want := be.Add, func(x, y float32) float32 { return x + y }
+			if mul {
+				op, want = be.Mul, func(x, y float32) float32 { return x * y }
+			}
+			out, at := be.Alloc(n), upload32(be, a)
+			op(out, at, upload32(be, b), n)
+			op(at, at, upload32(be, b), n) // in place
+			got, gotIn := make([]float32, n), make([]float32, n)
+			be.Download(got, out, 0)
+			be.Download(gotIn, at, 0)
+			for i := range got {
+				if w := want(a[i], b[i]); got[i] != w || gotIn[i] != w {
+					t.Fatalf("n %d, mul %v, element %d: %v and in place %v, want %v", n, mul, i, got[i], gotIn[i], w)
+				}
+			}
 		}
 	}
 }
