@@ -75,20 +75,16 @@ func (t *encoderTask) run(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			o := t.out[r*C : r*C+C]
 			e := t.wte[int(t.tok[r])*C:][:C]
-			p := t.wpe[(t.pos0+r%t.T)*C:][:C]
-			for i := range o {
-				o[i] = e[i] + p[i]
-			}
+			addSlice(o, e, t.wpe[(t.pos0+r%t.T)*C:][:C])
 		}
 		return
 	}
-	// 1·x is exact, so axpy(y, 1, x) adds x to y rounded once, as y[i] += x[i] does.
 	for i := lo; i < hi; i++ {
 		if i < t.tokChunks {
 			for v := i * encRows; v < min((i+1)*encRows, len(t.first)-1); v++ {
 				e := t.dwte[v*C : v*C+C]
 				for _, r := range t.byToken[t.first[v]:t.first[v+1]] {
-					axpy(e, 1, t.dout[int(r)*C:][:C])
+					addSlice(e, e, t.dout[int(r)*C:][:C])
 				}
 			}
 			continue
@@ -97,7 +93,7 @@ func (t *encoderTask) run(_, lo, hi int) {
 		for p := p0; p < min(p0+encRows, t.T); p++ {
 			e := t.dwpe[p*C : p*C+C]
 			for b := range t.B {
-				axpy(e, 1, t.dout[(b*t.T+p)*C:][:C])
+				addSlice(e, e, t.dout[(b*t.T+p)*C:][:C])
 			}
 		}
 	}

@@ -268,7 +268,7 @@ func (st *splitTask) run(_, lo, hi int) {
 		row := t.c[i*N : (i+1)*N]
 		addSlices(row, t.partial[i*N:], t.M*N, t.split, t.accumulate)
 		if t.bias != nil {
-			axpy(row, 1, t.bias[:N])
+			addSlice(row, row, t.bias[:N])
 		}
 		if t.act != nil {
 			geluEpilogue(t.act[i*N:(i+1)*N], row)
@@ -278,7 +278,7 @@ func (st *splitTask) run(_, lo, hi int) {
 
 // addSlices adds n partial sums into dst in order, slice s being partial[s·stride:][:len(dst)]:
 // dst is the first slice plus the others (or, with accumulate, dst plus all of them), each
-// addition rounded once, vectorised (1·p is exact).
+// addition rounded once.
 func addSlices(dst, partial []float32, stride, n int, accumulate bool) {
 	for s := range n {
 		p := partial[s*stride:][:len(dst)]
@@ -286,7 +286,7 @@ func addSlices(dst, partial []float32, stride, n int, accumulate bool) {
 			copy(dst, p)
 			continue
 		}
-		axpy(dst, 1, p)
+		addSlice(dst, dst, p)
 	}
 }
 
@@ -424,14 +424,13 @@ func padA(apad, a []float32, rs, ks, rows, kc int) {
 func addBlock(c []float32, ldc int, cpad []float32, nr, rows, cols int, acc bool, bias []float32) {
 	for r := range rows {
 		crow, v := c[r*ldc:][:cols], cpad[r*nr:][:cols]
-		// Vector adds: 1·x is exact, so axpy(y, 1, x) is y + x rounded once, as the kernel's.
 		if acc {
-			axpy(crow, 1, v)
+			addSlice(crow, crow, v)
 		} else {
 			copy(crow, v)
 		}
 		if bias != nil {
-			axpy(crow, 1, bias[:cols])
+			addSlice(crow, crow, bias[:cols])
 		}
 	}
 }
@@ -530,7 +529,7 @@ func (t *gemvTask) run(_, lo, hi int) {
 		addSlices(y, t.partial[j0:], t.N, tiles(t.K, gemvBlock), t.accumulate)
 	}
 	if t.bias != nil {
-		axpy(y, 1, t.bias[j0:j1])
+		addSlice(y, y, t.bias[j0:j1])
 	}
 }
 
