@@ -367,59 +367,34 @@ tdone:
 // func addMul8(out, a, b *float32, n int, mul bool)
 //
 // out[i] = a[i]·b[i] (mul) or a[i] + b[i] for i < n, n a positive multiple of 8, 32 floats a
-// loop where n allows; out may be a or b.
+// loop where n allows; out may be a or b. One loop for both: only the arithmetic differs.
 TEXT ·addMul8(SB), NOSPLIT, $0-33
 	MOVQ out+0(FP), DI
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DX
 	MOVQ n+24(FP), CX
 	MOVBLZX mul+32(FP), AX
-	TESTQ AX, AX
-	JNZ mul32
 
-add32:
+am32:
 	CMPQ CX, $32
-	JLT add8
+	JLT am8
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y1
 	VMOVUPS 64(SI), Y2
 	VMOVUPS 96(SI), Y3
+	TESTQ AX, AX
+	JNZ am32mul
 	VADDPS (DX), Y0, Y0
 	VADDPS 32(DX), Y1, Y1
 	VADDPS 64(DX), Y2, Y2
 	VADDPS 96(DX), Y3, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ $128, SI
-	ADDQ $128, DX
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP add32
-add8:
-	TESTQ CX, CX
-	JE addmuldone
-	VMOVUPS (SI), Y0
-	VADDPS (DX), Y0, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DX
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP add8
-
-mul32:
-	CMPQ CX, $32
-	JLT mul8
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
+	JMP am32store
+am32mul:
 	VMULPS (DX), Y0, Y0
 	VMULPS 32(DX), Y1, Y1
 	VMULPS 64(DX), Y2, Y2
 	VMULPS 96(DX), Y3, Y3
+am32store:
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
 	VMOVUPS Y2, 64(DI)
@@ -428,19 +403,26 @@ mul32:
 	ADDQ $128, DX
 	ADDQ $128, DI
 	SUBQ $32, CX
-	JMP mul32
-mul8:
+	JMP am32
+
+am8:
 	TESTQ CX, CX
-	JE addmuldone
+	JE amdone
 	VMOVUPS (SI), Y0
+	TESTQ AX, AX
+	JNZ am8mul
+	VADDPS (DX), Y0, Y0
+	JMP am8store
+am8mul:
 	VMULPS (DX), Y0, Y0
+am8store:
 	VMOVUPS Y0, (DI)
 	ADDQ $32, SI
 	ADDQ $32, DX
 	ADDQ $32, DI
 	SUBQ $8, CX
-	JMP mul8
+	JMP am8
 
-addmuldone:
+amdone:
 	VZEROUPPER
 	RET
