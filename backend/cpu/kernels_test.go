@@ -276,7 +276,9 @@ func TestMatMulLayouts(t *testing.T) {
 
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}} {
+	// One worker computes the first and the last of these as one tile, k blocks outermost;
+	// more workers cut them into tiles or split K.
+	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}, {200, 300, 600, backend.TN}} {
 		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
 	}
 }

@@ -181,12 +181,19 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	// shared machine run at different speeds (on the 16-core machine, 86 to 176 GFLOP/s each
 	// with all sixteen busy), and a worker done with its share can only take over chunks that
 	// a slower one has not started yet, so two large chunks each left the fast cores waiting.
-	// A single worker has no one to balance against: its tiles stay whole, each panel of B
-	// reused by all mcTile rows (smaller tiles read B again for every tile row).
+	// A single worker has no one to balance against and nothing to split K for: its tiles stay
+	// whole, each panel of B reused by all mcTile rows (smaller tiles read B again for every
+	// tile row). And when K spans several k blocks and C is small (a k block of A and of B
+	// fit in L2 together with all of C), the whole product is its one tile: gemm then walks
+	// the k blocks outermost, so each block of A and B comes into L2 once and serves every
+	// row and column of C, where tiles of mcTile rows each brought all of B in again.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
+	if workers == 1 && K > kcBlock && (M+N)*kcBlock+M*N <= oneTileFloats {
+		t.mc, t.nc = M, roundUp(N, nr)
+	}
 	t.split = 0
-	if blocks := tiles(K, kcBlock); blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
+	if blocks := tiles(K, kcBlock); workers > 1 && blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
 		t.split = blocks
 	}
 	kc := min(K, kcBlock)
@@ -217,6 +224,13 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
 }
+
+// oneTileFloats bounds (M+N)·kcBlock + M·N for a single worker's product to be one tile:
+// 1.5 MB, of the 2 MB L2 cache per core of the machines measured. The weight gradients of
+// huge's attention (256×256, K 2048 tokens) and of large's MLP (192×768, K 1536) went from
+// 70–75% to 79–82% of one core's FMA peak on the 16-core machine (docs/performance.md,
+// eighteenth session).
+const oneTileFloats = 3 << 17
 
 // maxSplitFloats bounds the scratch of a product split along K (16 MB).
 const maxSplitFloats = 1 << 22
