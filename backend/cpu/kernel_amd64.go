@@ -129,6 +129,9 @@ func kernels() []microKernel {
 func gemm12x32AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
 //go:noescape
+func gemm4x32AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
+
+//go:noescape
 func gemm12x16AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
 var useAVX512 = cpu.X86.HasAVX512F && useFMA
@@ -142,6 +145,10 @@ var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32,
 	half: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 		checkBlock(kc, 12, 16, a, rs, ks, b, bs, c, ldc, bias)
 		gemm12x16AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
+	},
+	rows4: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
+		checkBlock(kc, 4, 32, a, rs, ks, b, bs, c, ldc, bias)
+		gemm4x32AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
 	},
 }
 

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -209,6 +210,43 @@ func TestRowKernels(t *testing.T) {
 			for i := range x {
 				if row, col := i/ld, i%ld; x[i] != want[i] || col > row && col < w && x[i] != 0 {
 					t.Fatalf("%d lanes, w %d: x[%d] = %v, want %v", lanes, w, i, x[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// The 4-row kernel for a block's last rows must give exactly the bits of the 12-row kernel on
+// zero-padded rows, in every layout, with and without accumulation and bias, over one and
+// several k blocks.
+func TestRows4MatchesPadded(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, s := range []product{{16, 64, 40, backend.NN}, {8, 96, 300, backend.TN}, {28, 70, 600, backend.NT}, {100, 64, 257, backend.TN}, {4, 32, 1, backend.NN}} {
+		for _, acc := range []bool{false, true} {
+			for _, withBias := range []bool{false, true} {
+				a, b := randVec(rng, s.M*s.K, 1), randVec(rng, s.K*s.N, 1)
+				c0, bias := randVec(rng, s.M*s.N, 1), randVec(rng, s.N, 1)
+				var got [2][]float32
+				for i := range got {
+					be := New()
+					if i == 1 {
+						be.kern.rows4 = nil
+					}
+					c := upload(be, c0)
+					if withBias {
+						be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
+					} else {
+						be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
+					}
+					got[i] = f32(c)
+				}
+				for i := range got[0] {
+					if got[0][i] != got[1][i] {
+						t.Fatalf("%v accumulate %v bias %v: element %d = %v with rows4, %v padded", s, acc, withBias, i, got[0][i], got[1][i])
+					}
 				}
 			}
 		}

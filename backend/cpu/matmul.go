@@ -38,6 +38,9 @@ type microKernel struct {
 	// half, if not nil, is the same kernel for an mr×(nr/2) block, for the last columns of
 	// products whose width is an odd multiple of nr/2.
 	half func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
+	// rows4, if not nil, is the same kernel for a 4×nr block, for the last rows of a block
+	// whose height is a multiple of 4 but not of mr.
+	rows4 func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
 }
 
 // checkBlock panics (with an index error) unless every element a micro-kernel of size mr×nr
@@ -344,16 +347,18 @@ const (
 // where A[i, k] = a[i·rs + k·ks] and C[i, j] = c[i·ldc + j]. B must be readable (any finite
 // values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
 // It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial columns of C
-// through the zero-padded buffer of s. The last partial rows are the last MR rows of the block
-// when C is only stored (not accumulated, one k block, M ≥ MR): the rows they share with the
-// block before get the same values again. Otherwise they go through the zero-padded rows of
-// s.apad.
+// through the zero-padded buffer of s. The last partial rows, where they are a multiple of 4
+// and the kernel has a 4-row variant, are computed by it straight from A into C (in the whole
+// panels of NR columns). Otherwise they are the last MR rows of the block when C is only stored
+// (not accumulated, one k block, M ≥ MR): the rows they share with the block before get the
+// same values again. Otherwise they go through the zero-padded rows of s.apad.
 func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b bMat, c []float32, ldc int, accumulate bool, bias []float32) {
 	bs := b.bs
 	mr, nr := kern.mr, kern.nr
-	full := M / mr * mr // rows in whole MR blocks
-	last := -1          // with full < M: the first row of the overlapping last block, or −1
-	if full < M && M >= mr && !accumulate && K <= kcBlock {
+	full := M / mr * mr                                     // rows in whole MR blocks
+	by4 := full < M && (M-full)%4 == 0 && kern.rows4 != nil // the partial rows by rows4
+	last := -1                                              // with full < M: the first row of the overlapping last block, or −1
+	if full < M && !by4 && M >= mr && !accumulate && K <= kcBlock {
 		last = M - mr
 	}
 	for k0 := 0; k0 < K; k0 += kcBlock {
@@ -363,7 +368,7 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 		if k0+kc == K {
 			bb = bias
 		}
-		if full < M && last < 0 { // copy the partial rows once per k block
+		if full < M && last < 0 && (!by4 || N%nr != 0) { // copy the partial rows once per k block
 			padA(s.apad[:mr*kc], a[full*rs+k0*ks:], rs, ks, M-full, kc)
 		}
 		for jp := 0; jp < N; jp += nr {
@@ -397,7 +402,11 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 			for ip := 0; ip < full; ip += mr {
 				kern.fn(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
 			}
-			if last >= 0 {
+			if by4 {
+				for ip := full; ip < M; ip += 4 {
+					kern.rows4(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
+				}
+			} else if last >= 0 {
 				kern.fn(kc, a[last*rs+k0*ks:], rs, ks, bp, bs, c[last*ldc+jp:], ldc, false, bj)
 			} else if full < M {
 				kern.fn(kc, s.apad, kc, 1, bp, bs, s.cpad, nr, false, nil)
