@@ -37,6 +37,11 @@ func BenchmarkMatMulVsPeak(b *testing.B) {
 		{1024, 384, 96, backend.NN}, {1024, 96, 384, backend.NT}, {96, 384, 1024, backend.TN},
 		{1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT}, {192, 768, 1536, backend.TN},
 		{2048, 1024, 256, backend.NN}, {2048, 256, 1024, backend.NT}, {256, 256, 2048, backend.TN},
+		// the MLP's other products at large and huge: the second layer forward and its input
+		// gradient, and both layers' weight gradients
+		{1536, 192, 768, backend.NN}, {1536, 768, 192, backend.NT}, {768, 192, 1536, backend.TN},
+		{2048, 256, 1024, backend.NN}, {2048, 1024, 256, backend.NT}, {1024, 256, 2048, backend.TN},
+		{256, 1024, 2048, backend.TN},
 	}
 	for _, s := range shapes {
 		b.Run(s.String(), func(b *testing.B) {
