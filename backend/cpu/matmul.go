@@ -11,9 +11,9 @@ import "tinygpt/backend"
 // are read in place, and B as rows of NR consecutive floats, so B [K, N] is read in place too.
 // Only Bᵀ (the NT layout) and a B whose width is not a multiple of NR are first copied, once
 // per product, into a [K, N rounded up to NR] buffer that every worker then shares. The last
-// rows of A (when M is not a multiple of MR; unless the block can simply end with its last MR
-// rows, see gemm) and the last columns of C go through small zero-padded buffers, so the kernel
-// never reads or writes outside the matrices.
+// rows of A (when M is not a multiple of MR; unless a 4-row kernel or the block's last MR rows
+// can take them, see gemm) and the last columns of C go through small zero-padded buffers, so
+// the kernel never reads or writes outside the matrices.
 //
 // Every element of C is summed in the same order (k ascending within a kc block, blocks
 // ascending, each block's sum added to C) whatever the tile sizes or the number of workers,
