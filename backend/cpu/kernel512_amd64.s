@@ -485,3 +485,46 @@ nobias4:
 	VMOVUPS Z7, 64(R9)(R8*1)
 	VZEROUPPER
 	RET
+
+// func packT12AVX512(dst, a *float32, ks, kc, panels, w int)
+//
+// Packs a transposed A (A[i, k] at a + i + k·ks) into the 12-row panels the 12×32 kernel reads
+// with rs 1 and ks 12: for k in [0, kc) and panel p in [0, panels), the w ≤ 12 floats of A at
+// a + 12·p + k·ks go to dst + p·12·kc + 12·k, followed by 12 − w zeros. Each k row of A is read
+// in order, 48 bytes a panel.
+TEXT ·packT12AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ ks+16(FP), R8
+	SHLQ $2, R8
+	MOVQ kc+24(FP), CX
+	MOVQ panels+32(FP), R9
+	MOVQ CX, R10
+	IMULQ $48, R10 // bytes per panel
+	MOVQ w+40(FP), CX
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVW AX, K1 // the w floats read
+	MOVQ $0xfff, AX
+	KMOVW AX, K2 // the 12 floats written
+	MOVQ kc+24(FP), CX
+
+packrow:
+	MOVQ SI, DX
+	MOVQ DI, BX
+	MOVQ R9, AX
+
+packpanel:
+	VMOVUPS.Z (DX), K1, Z0
+	VMOVUPS Z0, K2, (BX)
+	ADDQ $48, DX
+	ADDQ R10, BX
+	DECQ AX
+	JNZ packpanel
+	ADDQ R8, SI
+	ADDQ $48, DI
+	DECQ CX
+	JNZ packrow
+	VZEROUPPER
+	RET

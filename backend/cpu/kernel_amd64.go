@@ -134,6 +134,9 @@ func gemm4x32AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float
 //go:noescape
 func gemm12x16AVX512(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
+//go:noescape
+func packT12AVX512(dst, a *float32, ks, kc, panels, w int)
+
 var useAVX512 = cpu.X86.HasAVX512F && useFMA
 
 // avx512Kernel wraps the AVX-512 kernel with the bounds checks that keep it memory-safe.
@@ -149,6 +152,16 @@ var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32,
 	rows4: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 		checkBlock(kc, 4, 32, a, rs, ks, b, bs, c, ldc, bias)
 		gemm4x32AVX512(kc, &a[0], rs, ks, &b[0], bs, &c[0], ldc, flag(accumulate), first(bias))
+	},
+	packT: func(dst, a []float32, ks, kc, rows int) {
+		_, _ = dst[roundUp(rows, 12)*kc-1], a[(kc-1)*ks+rows-1]
+		full := rows / 12
+		if full > 0 {
+			packT12AVX512(&dst[0], &a[0], ks, kc, full, 12)
+		}
+		if rows > 12*full {
+			packT12AVX512(&dst[12*full*kc], &a[12*full], ks, kc, 1, rows-12*full)
+		}
 	},
 }
 

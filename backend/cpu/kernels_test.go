@@ -245,7 +245,7 @@ func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
 
 func TestMatMulLayouts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {1, 70, 300}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}, {260, 288, 40}}
+	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {1, 70, 300}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}, {260, 288, 40}, {1000, 50, 300}}
 	for _, be := range backends() {
 		for _, s := range shapes {
 			M, N, K := s[0], s[1], s[2]
@@ -278,7 +278,9 @@ func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	// One worker computes the first and the last of these as one tile, k blocks outermost;
 	// more workers cut them into tiles or split K.
-	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}, {200, 300, 600, backend.TN}} {
+	// The last two have their A packed (see gemm); one worker computes them as one tile too.
+	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}, {200, 300, 600, backend.TN},
+		{268, 50, 600, backend.TN}, {1000, 64, 300, backend.TN}} {
 		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
 	}
 }
@@ -305,6 +307,50 @@ func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.La
 		for i := range got {
 			if got[i] != ref[i] {
 				t.Fatalf("%dx%dx%d %s, %d workers: element %d = %v, 1 worker gave %v", M, N, K, l, workers, i, got[i], ref[i])
+			}
+		}
+	}
+}
+
+// TestPackedAMatchesInPlace requires the products whose transposed A gemm packs to give the
+// same bits as with A read in place: whole panels, a last panel of 4 or 8 rows (the 4-row
+// kernel) or of other heights (zero-padded), partial columns, several k blocks and row
+// blocks, accumulation and bias, on one worker (one tile) and on three.
+func TestPackedAMatchesInPlace(t *testing.T) {
+	if bestKernel().packT == nil {
+		t.Skip("the kernel packs no A")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range []product{{256, 64, 300, backend.TN}, {261, 50, 600, backend.TN}, {268, 48, 257, backend.TN}, {1000, 96, 520, backend.TN}, {300, 200, 1, backend.TN}} {
+		for _, workers := range []int{1, 3} {
+			for _, acc := range []bool{false, true} {
+				withBias := acc
+				a, b := randVec(rng, s.M*s.K, 1), randVec(rng, s.K*s.N, 1)
+				c0, bias := randVec(rng, s.M*s.N, 1), randVec(rng, s.N, 1)
+				var got [2][]float32
+				for i := range got {
+					be := New()
+					be.pool = newPool(workers)
+					be.scratch = make([]mmScratch, workers)
+					if i == 1 {
+						be.kern.packT = nil
+					}
+					for w := range be.scratch {
+						be.scratch[w] = newMMScratch(be.kern)
+					}
+					c := upload(be, c0)
+					if withBias {
+						be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
+					} else {
+						be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
+					}
+					got[i] = f32(c)
+				}
+				for i := range got[0] {
+					if got[0][i] != got[1][i] {
+						t.Fatalf("%v, %d workers, accumulate %v: element %d = %v packed, %v in place", s, workers, acc, i, got[0][i], got[1][i])
+					}
+				}
 			}
 		}
 	}

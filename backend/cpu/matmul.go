@@ -41,6 +41,10 @@ type microKernel struct {
 	// rows4, if not nil, is the same kernel for a 4×nr block, for the last rows of a block
 	// whose height is a multiple of 4 but not of mr.
 	rows4 func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32)
+	// packT, if not nil, packs rows [0, rows) of a transposed A (A[i, k] = a[i + k·ks]), k in
+	// [0, kc), into dst as panels of mr rows that fn reads with rs 1 and ks mr: A[i, k] at
+	// dst[i/mr·mr·kc + k·mr + i%mr], the rows past rows zero up to a whole panel.
+	packT func(dst, a []float32, ks, kc, rows int)
 }
 
 // checkBlock panics (with an index error) unless every element a micro-kernel of size mr×nr
@@ -91,12 +95,17 @@ func kernel4x4(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32
 
 // mmScratch is one worker's padding space for the edges of a product.
 type mmScratch struct {
-	apad []float32 // the last, partial MR rows of A for one k block: [mr, kcBlock]
-	cpad []float32 // one partial block of C: [mr, nr]
+	apad  []float32 // the last, partial MR rows of A for one k block: [mr, kcBlock]
+	cpad  []float32 // one partial block of C: [mr, nr]
+	apack []float32 // mcTile rows of a transposed A for one k block, packed (see gemm)
 }
 
 func newMMScratch(k microKernel) mmScratch {
-	return mmScratch{apad: make([]float32, k.mr*kcBlock), cpad: make([]float32, k.mr*k.nr)}
+	s := mmScratch{apad: make([]float32, k.mr*kcBlock), cpad: make([]float32, k.mr*k.nr)}
+	if k.packT != nil {
+		s.apack = make([]float32, mcTile*kcBlock)
+	}
+	return s
 }
 
 // matmulTask is one matrix product in flight; its fields are set by MatMul before each run.
@@ -190,9 +199,15 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	// fit in L2 together with all of C), the whole product is its one tile: gemm then walks
 	// the k blocks outermost, so each block of A and B comes into L2 once and serves every
 	// row and column of C, where tiles of mcTile rows each brought all of B in again.
+	// The same holds for a product whose A gemm packs (a transposed A, see packMinStride),
+	// whatever its size: gemm packs mcTile rows of A at a time per k block, so what has to stay
+	// in L2 is a k block of B, up to packedTileCols columns wide, and one packed block of A.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	workers := be.pool.workers
-	if workers == 1 && K > kcBlock && (M+N)*kcBlock+M*N <= oneTileFloats {
+	switch {
+	case workers == 1 && be.kern.packsA(t.rs, t.ks, N):
+		t.mc, t.nc = M, min(roundUp(N, nr), packedTileCols)
+	case workers == 1 && K > kcBlock && (M+N)*kcBlock+M*N <= oneTileFloats:
 		t.mc, t.nc = M, roundUp(N, nr)
 	}
 	t.split = 0
@@ -234,6 +249,11 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 // 70–75% to 79–82% of one core's FMA peak on the 16-core machine (docs/performance.md,
 // eighteenth session).
 const oneTileFloats = 3 << 17
+
+// packedTileCols bounds the width of a single worker's tile when A is packed: a k block of B
+// 1024 wide is 1 MB, half the L2 cache. Measured up to 1024 (256×1024×2048 TN: 57–65% of
+// the peak in tiles of 96×256, 76–79% as one tile; nineteenth session).
+const packedTileCols = 1024
 
 // maxSplitFloats bounds the scratch of a product split along K (16 MB).
 const maxSplitFloats = 1 << 22
@@ -346,19 +366,17 @@ const (
 // gemm computes C (+)= A·B (+ bias) on the calling goroutine for an M×N block C with K ≥ 1,
 // where A[i, k] = a[i·rs + k·ks] and C[i, j] = c[i·ldc + j]. B must be readable (any finite
 // values) up to column N rounded up to NR; only C[0:M, 0:N] is written.
-// It walks K in blocks of kcBlock and C in MR×NR blocks, passing the last partial columns of C
-// through the zero-padded buffer of s. The last partial rows, where they are a multiple of 4
-// and the kernel has a 4-row variant, are computed by it straight from A into C (in the whole
-// panels of NR columns). Otherwise they are the last MR rows of the block when C is only stored
-// (not accumulated, one k block, M ≥ MR): the rows they share with the block before get the
-// same values again. Otherwise they go through the zero-padded rows of s.apad.
+// It walks K in blocks of kcBlock (see kblock for one block). A transposed A whose rows are at
+// least packMinStride floats apart (the weight gradients' activations) is first packed, for
+// each k block, mcTile rows at a time, into the micro-kernel's panels (see packsA and
+// microKernel.packT): read in place, each k step of a panel is a row of A 1 KB or more after
+// the last, so a panel's 256 steps fall in a few of the L1 cache's sets and come from L2
+// again for every panel of B.
 func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b bMat, c []float32, ldc int, accumulate bool, bias []float32) {
-	bs := b.bs
-	mr, nr := kern.mr, kern.nr
-	full := M / mr * mr                                     // rows in whole MR blocks
-	by4 := full < M && (M-full)%4 == 0 && kern.rows4 != nil // the partial rows by rows4
-	last := -1                                              // with full < M: the first row of the overlapping last block, or −1
-	if full < M && !by4 && M >= mr && !accumulate && K <= kcBlock {
+	mr := kern.mr
+	packed := kern.packsA(rs, ks, N)
+	last := -1 // with M%MR != 0: the first row of the overlapping last block, or −1 (see kblock)
+	if !packed && M%mr != 0 && M >= mr && !accumulate && K <= kcBlock {
 		last = M - mr
 	}
 	for k0 := 0; k0 < K; k0 += kcBlock {
@@ -368,50 +386,109 @@ func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int,
 		if k0+kc == K {
 			bb = bias
 		}
-		if full < M && last < 0 && (!by4 || N%nr != 0) { // copy the partial rows once per k block
-			padA(s.apad[:mr*kc], a[full*rs+k0*ks:], rs, ks, M-full, kc)
+		bk := bMat{b: b.b[k0*b.bs:], bs: b.bs, ps: b.ps}
+		if !packed {
+			x := aBlock{a: a[k0*ks:], rs: rs, ks: ks, ps: mr * rs}
+			kern.kblock(s, M, N, kc, x, bk, c, ldc, acc, bb, last)
+			continue
 		}
-		for jp := 0; jp < N; jp += nr {
-			bp := b.b[jp/nr*b.ps+k0*bs:]
-			var bj []float32
-			if bb != nil {
-				bj = bb[jp:]
+		for i0 := 0; i0 < M; i0 += mcTile {
+			rows := min(mcTile, M-i0)
+			kern.packT(s.apack, a[i0+k0*ks:], ks, kc, rows)
+			x := aBlock{a: s.apack, rs: 1, ks: mr, ps: mr * kc, padded: true}
+			kern.kblock(s, rows, N, kc, x, bk, c[i0*ldc:], ldc, acc, bb, -1)
+		}
+	}
+}
+
+// packsA reports whether gemm packs an A with these strides for a product N columns wide: a
+// transposed A with rows packMinStride or more apart, when each packed panel serves more than
+// one panel of B (attention's dSᵀ and Pᵀ, one head wide, are read once each).
+func (kern microKernel) packsA(rs, ks, N int) bool {
+	return kern.packT != nil && rs == 1 && ks >= packMinStride && N > kern.nr
+}
+
+// packMinStride is the distance between the rows of a transposed A (in floats) from which gemm
+// packs it. On one core of the 16-core machine, the MLP's weight gradients (A 768 or 1024
+// floats wide) went from 57–70% of the FMA peak to 76–83% with A packed; 256×256×2048, whose
+// A is 256 wide, was at 80% either way (docs/performance.md, nineteenth session).
+const packMinStride = 256
+
+// An aBlock is the A operand of one k block: row i of A starts at a[i/MR·ps + i%MR·rs] and
+// its k steps are ks apart. A read in place has ps = MR·rs; packed panels have rs 1, ks MR and
+// ps MR·kc, and with padded the rows past the last up to a whole panel read as zeros.
+type aBlock struct {
+	a          []float32
+	rs, ks, ps int
+	padded     bool
+}
+
+// at returns A from row i on (packed, i a panel's first row or a row inside one whose
+// later rows are read through rs).
+func (x aBlock) at(i, mr int) []float32 { return x.a[i/mr*x.ps+i%mr*x.rs:] }
+
+// kblock computes C (+)= A·B (+ bias) for one k block (kc ≤ kcBlock steps), B's panels already
+// at the block's first row, walking C in MR×NR blocks and passing the last partial columns
+// through the zero-padded buffer of s. The last partial rows, where they are a multiple of 4
+// and the kernel has a 4-row variant, are computed by it straight from A into C (in the whole
+// panels of NR columns). Otherwise, with last ≥ 0 (C only stored, one k block, M ≥ MR), they
+// are the block's last MR rows, starting at row last: the rows they share with the block
+// before get the same values again. Otherwise they go through zero-padded rows: A's own when
+// x is padded, else a copy in s.apad.
+func (kern microKernel) kblock(s *mmScratch, M, N, kc int, x aBlock, b bMat, c []float32, ldc int, acc bool, bias []float32, last int) {
+	bs := b.bs
+	mr, nr := kern.mr, kern.nr
+	full := M / mr * mr                                     // rows in whole MR blocks
+	by4 := full < M && (M-full)%4 == 0 && kern.rows4 != nil // the partial rows by rows4
+	if by4 {
+		last = -1
+	}
+	pad, prs, pks := s.apad, kc, 1 // the partial rows, zero-padded to MR
+	if x.padded {
+		pad, prs, pks = x.at(full, mr), x.rs, x.ks
+	} else if full < M && last < 0 && (!by4 || N%nr != 0) { // copy the partial rows
+		padA(s.apad[:mr*kc], x.at(full, mr), x.rs, x.ks, M-full, kc)
+	}
+	for jp := 0; jp < N; jp += nr {
+		bp := b.b[jp/nr*b.ps:]
+		var bj []float32
+		if bias != nil {
+			bj = bias[jp:]
+		}
+		if cols := N - jp; cols < nr { // partial columns
+			fn := kern.fn
+			if kern.half != nil && cols <= nr/2 {
+				fn = kern.half
 			}
-			if cols := N - jp; cols < nr { // partial columns
-				fn := kern.fn
-				if kern.half != nil && cols <= nr/2 {
-					fn = kern.half
+			for ip := 0; ip < M; ip += mr {
+				ap, ars, aks := x.at(ip, mr), x.rs, x.ks
+				cp := s.cpad // the block's first row in cpad
+				if ip >= full && last >= 0 {
+					ap, cp = x.at(last, mr), s.cpad[(ip-last)*nr:]
+				} else if ip >= full {
+					ap, ars, aks = pad, prs, pks
 				}
-				for ip := 0; ip < M; ip += mr {
-					ap, ars, aks := a[ip*rs+k0*ks:], rs, ks
-					cp := s.cpad // the block's first row in cpad
-					if ip >= full && last >= 0 {
-						ap, cp = a[last*rs+k0*ks:], s.cpad[(ip-last)*nr:]
-					} else if ip >= full {
-						ap, ars, aks = s.apad, kc, 1
-					}
-					if cols == nr/2 && ip < full && kern.half != nil { // straight into C
-						fn(kc, ap, ars, aks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
-						continue
-					}
-					fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
-					addBlock(c[ip*ldc+jp:], ldc, cp, nr, min(mr, M-ip), cols, acc, bj)
+				if cols == nr/2 && ip < full && kern.half != nil { // straight into C
+					fn(kc, ap, ars, aks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
+					continue
 				}
-				continue
+				fn(kc, ap, ars, aks, bp, bs, s.cpad, nr, false, nil)
+				addBlock(c[ip*ldc+jp:], ldc, cp, nr, min(mr, M-ip), cols, acc, bj)
 			}
-			for ip := 0; ip < full; ip += mr {
-				kern.fn(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
+			continue
+		}
+		for ip := 0; ip < full; ip += mr {
+			kern.fn(kc, x.at(ip, mr), x.rs, x.ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
+		}
+		if by4 {
+			for ip := full; ip < M; ip += 4 {
+				kern.rows4(kc, x.at(ip, mr), x.rs, x.ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
 			}
-			if by4 {
-				for ip := full; ip < M; ip += 4 {
-					kern.rows4(kc, a[ip*rs+k0*ks:], rs, ks, bp, bs, c[ip*ldc+jp:], ldc, acc, bj)
-				}
-			} else if last >= 0 {
-				kern.fn(kc, a[last*rs+k0*ks:], rs, ks, bp, bs, c[last*ldc+jp:], ldc, false, bj)
-			} else if full < M {
-				kern.fn(kc, s.apad, kc, 1, bp, bs, s.cpad, nr, false, nil)
-				addBlock(c[full*ldc+jp:], ldc, s.cpad, nr, M-full, nr, acc, bj)
-			}
+		} else if last >= 0 {
+			kern.fn(kc, x.at(last, mr), x.rs, x.ks, bp, bs, c[last*ldc+jp:], ldc, false, bj)
+		} else if full < M {
+			kern.fn(kc, pad, prs, pks, bp, bs, s.cpad, nr, false, nil)
+			addBlock(c[full*ldc+jp:], ldc, s.cpad, nr, M-full, nr, acc, bj)
 		}
 	}
 }
