@@ -276,11 +276,12 @@ func TestMatMulLayouts(t *testing.T) {
 
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	// One worker computes the first and the last of these as one tile, k blocks outermost;
-	// more workers cut them into tiles or split K.
-	// The last two have their A packed (see gemm); one worker computes them as one tile too.
+	// One worker computes all but the second and the third as one tile, k blocks outermost
+	// (the fifth and the sixth with A packed, see gemm), and packs the B of the first, the
+	// fourth, the fifth and the last two a k block at a time (matmulByBlocks); more workers
+	// cut them into tiles or split K.
 	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}, {200, 300, 600, backend.TN},
-		{268, 50, 600, backend.TN}, {1000, 64, 300, backend.TN}} {
+		{268, 50, 600, backend.TN}, {1000, 64, 300, backend.TN}, {300, 100, 600, backend.NT}, {100, 300, 700, backend.NN}} {
 		matMulDeterministic(t, rng, s.M, s.N, s.K, s.l)
 	}
 }

@@ -180,11 +180,6 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		t.rs, t.ks = K, 1
 	}
 	mr, nr := be.kern.mr, be.kern.nr
-	if l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols {
-		t.b = be.packB(b, N, K, l == backend.NT)
-	} else {
-		t.b = bMat{b: b, bs: N, ps: nr}
-	}
 
 	// Products with few tiles and a long K (the weight gradients, whose K is the number of
 	// tokens) split K by blocks when the slices fit in maxSplitFloats; then tiles shrink
@@ -232,6 +227,18 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 	t.tilesN = tiles(N, t.nc)
 	n := tiles(M, t.mc) * t.tilesN
+	packB, trans := l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
+	if packB && n == 1 && K > kcBlock {
+		be.matmulByBlocks(t, b, trans)
+		return
+	}
+	if packB && trans {
+		t.b = be.packB(b, N, K, K, true)
+	} else if packB {
+		t.b = be.packB(b, N, K, N, false)
+	} else {
+		t.b = bMat{b: b, bs: N, ps: nr}
+	}
 	if t.split > 0 {
 		grow(&be.splitBuf, t.split*M*N)
 		t.partial = be.splitBuf[:t.split*M*N]
@@ -241,6 +248,27 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		return
 	}
 	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
+}
+
+// matmulByBlocks computes a product of one tile whose B is packed (see bMat) a k block at a
+// time: B's block is packed just before it is used, so it is read back from L2 where a whole
+// packed B (8 MB for huge's 256×1024×2048 TN) went out to L3 and came back. Each block's sum
+// is added to C in block order, the bias and the GELU after the last, as gemm would have.
+func (be *Backend) matmulByBlocks(t *matmulTask, b []float32, trans bool) {
+	a, K, accumulate, bias, act := t.a, t.K, t.accumulate, t.bias, t.act
+	for k0 := 0; k0 < K; k0 += kcBlock {
+		kc := min(kcBlock, K-k0)
+		if trans { // b is Bᵀ [N, K]: the block is columns k0… of its rows
+			t.b = be.packB(b[k0:], t.N, kc, K, true)
+		} else {
+			t.b = be.packB(b[k0*t.N:], t.N, kc, t.N, false)
+		}
+		t.a, t.K, t.accumulate, t.bias, t.act = a[k0*t.ks:], kc, accumulate || k0 > 0, nil, nil
+		if k0+kc == K {
+			t.bias, t.act = bias, act
+		}
+		be.pool.Run(t, 1, 1, 2*t.mc*t.nc*kc/64)
+	}
 }
 
 // oneTileFloats bounds (M+N)·kcBlock + M·N for a single worker's product to be one tile:
@@ -639,22 +667,23 @@ func (t *gemvTask) run(_, lo, hi int) {
 type packBTask struct {
 	dst, src []float32
 	N, K, nr int
+	ld       int // the row stride of src: N, or with trans at least K
 	kBlocks  int
-	trans    bool // src is Bᵀ, [N, K]
+	trans    bool // src is Bᵀ, [N, ld]
 }
 
 const packRows = 64
 
 // packB returns op(B) packed in panels, in a buffer of the Backend that grows to the largest
 // product seen (so steady-state steps allocate nothing).
-func (be *Backend) packB(b []float32, N, K int, trans bool) bMat {
+func (be *Backend) packB(b []float32, N, K, ld int, trans bool) bMat {
 	nr := be.kern.nr
 	size := roundUp(N, nr) * K
 	if cap(be.bpack) < size {
 		be.bpack = make([]float32, size)
 	}
 	t := &be.pb
-	t.dst, t.src, t.N, t.K, t.nr, t.trans = be.bpack[:size], b, N, K, nr, trans
+	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = be.bpack[:size], b, N, K, ld, nr, trans
 	t.kBlocks = tiles(K, packRows)
 	be.pool.Run(t, tiles(N, nr)*t.kBlocks, 1, packRows*nr/4)
 	return bMat{b: t.dst, bs: nr, ps: K * nr}
@@ -674,16 +703,16 @@ func (t *packBTask) run(_, lo, hi int) {
 			if cols < nr {
 				clear(panel[k0*nr : k1*nr])
 			}
-			transposeRows(panel[k0*nr:], nr, t.src[j0*t.K+k0:], t.K, cols, k1-k0)
+			transposeRows(panel[k0*nr:], nr, t.src[j0*t.ld+k0:], t.ld, cols, k1-k0)
 			continue
 		}
 		if cols == nr {
-			copyRows(panel[k0*nr:k1*nr], t.src[k0*t.N+j0:], t.N, k1-k0, nr)
+			copyRows(panel[k0*nr:k1*nr], t.src[k0*t.ld+j0:], t.ld, k1-k0, nr)
 			continue
 		}
 		for k := k0; k < k1; k++ {
 			dst := panel[k*nr : (k+1)*nr]
-			copy(dst, t.src[k*t.N+j0:k*t.N+j0+cols])
+			copy(dst, t.src[k*t.ld+j0:k*t.ld+j0+cols])
 			clear(dst[cols:])
 		}
 	}
