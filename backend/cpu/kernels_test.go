@@ -277,7 +277,7 @@ func TestMatMulLayouts(t *testing.T) {
 func TestMatMulDeterministicAcrossThreads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	// One worker computes all but the second and the third as one tile, k blocks outermost
-	// (the fifth and the sixth with A packed, see gemm), and packs the B of the first, the
+	// (the fourth, fifth and sixth with A packed, see gemm), and packs the B of the first, the
 	// fourth, the fifth and the last two a k block at a time (matmulByBlocks); more workers
 	// cut them into tiles or split K.
 	for _, s := range []product{{130, 97, 600, backend.TN}, {1, 97, 600, backend.NN}, {400, 300, 200, backend.NT}, {200, 300, 600, backend.TN},
@@ -322,7 +322,7 @@ func TestPackedAMatchesInPlace(t *testing.T) {
 		t.Skip("the kernel packs no A")
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, s := range []product{{256, 64, 300, backend.TN}, {261, 50, 600, backend.TN}, {268, 48, 257, backend.TN}, {1000, 96, 520, backend.TN}, {300, 200, 1, backend.TN}} {
+	for _, s := range []product{{192, 64, 300, backend.TN}, {256, 64, 300, backend.TN}, {261, 50, 600, backend.TN}, {268, 48, 257, backend.TN}, {1000, 96, 520, backend.TN}, {300, 200, 1, backend.TN}} {
 		for _, workers := range []int{1, 3} {
 			for _, acc := range []bool{false, true} {
 				withBias := acc

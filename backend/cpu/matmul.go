@@ -397,8 +397,8 @@ const (
 // It walks K in blocks of kcBlock (see kblock for one block). A transposed A whose rows are at
 // least packMinStride floats apart (the weight gradients' activations) is first packed, for
 // each k block, mcTile rows at a time, into the micro-kernel's panels (see packsA and
-// microKernel.packT): read in place, each k step of a panel is a row of A 1 KB or more after
-// the last, so a panel's 256 steps fall in a few of the L1 cache's sets and come from L2
+// microKernel.packT): read in place, each k step of a panel is a row of A 768 bytes or more
+// after the last, so a panel's 256 steps fall in a few of the L1 cache's sets and come from L2
 // again for every panel of B.
 func (kern microKernel) gemm(s *mmScratch, M, N, K int, a []float32, rs, ks int, b bMat, c []float32, ldc int, accumulate bool, bias []float32) {
 	mr := kern.mr
@@ -437,10 +437,12 @@ func (kern microKernel) packsA(rs, ks, N int) bool {
 }
 
 // packMinStride is the distance between the rows of a transposed A (in floats) from which gemm
-// packs it. On one core of the 16-core machine, the MLP's weight gradients (A 768 or 1024
-// floats wide) went from 57–70% of the FMA peak to 76–83% with A packed; 256×256×2048, whose
-// A is 256 wide, was at 80% either way (docs/performance.md, nineteenth session).
-const packMinStride = 256
+// packs it. On one core of the 16-core machine, with A packed: the MLP's weight gradients
+// (A 768 or 1024 floats wide) went from 57–72% of the FMA peak to 76–83%, large's
+// 192×768×1536 TN (A 192 wide) from 71–80% to 81–85%; 256×256×2048 was at 80–84% either way,
+// and at 96 floats (96×384×1024 TN) packing was slower (docs/performance.md, nineteenth and
+// fifteenth sessions).
+const packMinStride = 192
 
 // An aBlock is the A operand of one k block: row i of A starts at a[i/MR·ps + i%MR·rs] and
 // its k steps are ks apart. A read in place has ps = MR·rs; packed panels have rs 1, ks MR and
