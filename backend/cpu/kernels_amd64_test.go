@@ -234,19 +234,15 @@ func TestRows4MatchesPadded(t *testing.T) {
 			for _, withBias := range []bool{false, true} {
 				a, b := randVec(rng, s.M*s.K, 1), randVec(rng, s.K*s.N, 1)
 				c0, bias := randVec(rng, s.M*s.N, 1), randVec(rng, s.N, 1)
-				var got [2][]float32
-				for i := range got {
-					be := New()
-					if i == 1 {
-						be.kern.rows4 = nil
-					}
-					c := upload(be, c0)
-					if withBias {
-						be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
-					} else {
-						be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
-					}
-					got[i] = f32(c)
+				if !withBias {
+					bias = nil
+				}
+				padded := bestKernel()
+				padded.rows4 = nil
+				workers := New().pool.workers
+				got := [2][]float32{
+					productBits(newTestBackend(workers, bestKernel()), s, a, b, c0, bias, acc),
+					productBits(newTestBackend(workers, padded), s, a, b, c0, bias, acc),
 				}
 				for i := range got[0] {
 					if got[0][i] != got[1][i] {

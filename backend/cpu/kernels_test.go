@@ -292,12 +292,7 @@ func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.La
 	a, b := randVec(rng, M*K, 1), randVec(rng, K*N, 1)
 	var ref []float64
 	for _, workers := range []int{1, 2, 3, 7, 16} {
-		be := New()
-		be.pool = newPool(workers)
-		be.scratch = make([]mmScratch, workers)
-		for w := range be.scratch {
-			be.scratch[w] = newMMScratch(be.kern)
-		}
+		be := newTestBackend(workers, bestKernel())
 		c := be.Alloc(M * N)
 		be.MatMul(c, upload(be, a), upload(be, b), M, N, K, l, false)
 		got := download(be, c)
@@ -313,6 +308,30 @@ func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.La
 	}
 }
 
+// newTestBackend returns a CPU backend with the given number of workers and micro-kernel.
+func newTestBackend(workers int, kern microKernel) *Backend {
+	be := New()
+	be.pool = newPool(workers)
+	be.kern = kern
+	be.scratch = make([]mmScratch, workers)
+	for w := range be.scratch {
+		be.scratch[w] = newMMScratch(kern)
+	}
+	return be
+}
+
+// productBits computes c0 (+)= op(a)·op(b) (+ bias, unless nil) of shape s on be and returns
+// the result.
+func productBits(be *Backend, s product, a, b, c0, bias []float64, acc bool) []float32 {
+	c := upload(be, c0)
+	if bias != nil {
+		be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
+	} else {
+		be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
+	}
+	return f32(c)
+}
+
 // TestPackedAMatchesInPlace requires the products whose transposed A gemm packs to give the
 // same bits as with A read in place: whole panels, a last panel of 4 or 8 rows (the 4-row
 // kernel) or of other heights (zero-padded), partial columns, several k blocks and row
@@ -324,28 +343,17 @@ func TestPackedAMatchesInPlace(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, s := range []product{{192, 64, 300, backend.TN}, {256, 64, 300, backend.TN}, {261, 50, 600, backend.TN}, {268, 48, 257, backend.TN}, {1000, 96, 520, backend.TN}, {300, 200, 1, backend.TN}} {
 		for _, workers := range []int{1, 3} {
-			for _, acc := range []bool{false, true} {
-				withBias := acc
+			for _, acc := range []bool{false, true} { // with the bias when accumulating
 				a, b := randVec(rng, s.M*s.K, 1), randVec(rng, s.K*s.N, 1)
 				c0, bias := randVec(rng, s.M*s.N, 1), randVec(rng, s.N, 1)
-				var got [2][]float32
-				for i := range got {
-					be := New()
-					be.pool = newPool(workers)
-					be.scratch = make([]mmScratch, workers)
-					if i == 1 {
-						be.kern.packT = nil
-					}
-					for w := range be.scratch {
-						be.scratch[w] = newMMScratch(be.kern)
-					}
-					c := upload(be, c0)
-					if withBias {
-						be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
-					} else {
-						be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
-					}
-					got[i] = f32(c)
+				if !acc {
+					bias = nil
+				}
+				inPlace := bestKernel()
+				inPlace.packT = nil
+				got := [2][]float32{
+					productBits(newTestBackend(workers, bestKernel()), s, a, b, c0, bias, acc),
+					productBits(newTestBackend(workers, inPlace), s, a, b, c0, bias, acc),
 				}
 				for i := range got[0] {
 					if got[0][i] != got[1][i] {
