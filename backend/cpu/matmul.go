@@ -228,7 +228,7 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	t.tilesN = tiles(N, t.nc)
 	n := tiles(M, t.mc) * t.tilesN
 	packB, trans := l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
-	if packB && n == 1 && K > kcBlock {
+	if packB && workers == 1 && n == 1 && K > kcBlock {
 		be.matmulByBlocks(t, b, trans)
 		return
 	}
@@ -250,8 +250,8 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
 }
 
-// matmulByBlocks computes a product of one tile whose B is packed (see bMat) a k block at a
-// time: B's block is packed just before it is used, so it is read back from L2 where a whole
+// matmulByBlocks computes a single worker's product of one tile whose B is packed (see bMat)
+// a k block at a time: B's block is packed just before it is used, so it is read back from L2 where a whole
 // packed B (8 MB for huge's 256×1024×2048 TN) went out to L3 and came back. Each block's sum
 // is added to C in block order, the bias and the GELU after the last, as gemm would have.
 func (be *Backend) matmulByBlocks(t *matmulTask, b []float32, trans bool) {
@@ -280,7 +280,8 @@ const oneTileFloats = 3 << 17
 
 // packedTileCols bounds the width of a single worker's tile when A is packed: a k block of B
 // 1024 wide is 1 MB, half the L2 cache. Measured up to 1024 (256×1024×2048 TN: 57–65% of
-// the peak in tiles of 96×256, 76–79% as one tile; nineteenth session).
+// the peak in tiles of 96×256, 76–79% as one tile, 79–85% with B also packed a k block at a
+// time; nineteenth session).
 const packedTileCols = 1024
 
 // maxSplitFloats bounds the scratch of a product split along K (16 MB).
