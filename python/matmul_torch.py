@@ -1,9 +1,10 @@
 """PyTorch's own matrix products at the shapes of TinyGPT's training steps, for judging ours:
 cuBLAS on the GPU (each product repeated in a CUDA graph, so that launch costs drop out) or
-MKL on one CPU core.
+MKL on one CPU core (or --threads cores).
 
     python python/matmul_torch.py --device cuda
     python python/matmul_torch.py --device cpu          # one thread; pin it with taskset
+    python python/matmul_torch.py --device cpu --threads 16
     python python/matmul_torch.py --device cuda --shapes 1536x576x192,4096x4096x4096
 
 A shape MxNxK is C [M, N] with inner dimension K, timed in the three layouts of
@@ -71,10 +72,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--shapes", default=DEFAULT, help="comma-separated MxNxK")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.device == "cpu":
-        torch.set_num_threads(1)
+        if args.threads < 1:
+            raise SystemExit("matmul_torch.py: --threads must be at least 1")
+        torch.set_num_threads(args.threads)
     elif not torch.cuda.is_available():
         raise SystemExit("matmul_torch.py: no CUDA device (use --device cpu)")
     shapes = []
