@@ -8,11 +8,14 @@ import "tinygpt/backend"
 // blocks of C straight from A and B and writes them straight into C.
 //
 // The micro-kernel reads A through two strides (one per row, one per k step), so both A and Aᵀ
-// are read in place, and B as rows of NR consecutive floats, so B [K, N] is read in place too.
-// Only Bᵀ (the NT layout) and a B whose width is not a multiple of NR are first copied, once
-// per product, into a [K, N rounded up to NR] buffer that every worker then shares. The last
+// can be read in place, and B as rows of NR consecutive floats, so B [K, N] can be read in
+// place too. Aᵀ with rows far apart (the weight gradients' activations) is packed by each
+// worker, a block at a time, into the kernel's panels (see gemm). Bᵀ (the NT layout), a B whose
+// width is not a multiple of NR, and a wide B read by many rows are first copied, once per
+// product (or, for one worker's single tile, once per k block), into a [K, N rounded up to
+// NR] buffer of panels that every worker then shares (see bMat and packMinRows). The last
 // rows of A (when M is not a multiple of MR; unless a 4-row kernel or the block's last MR rows
-// can take them, see gemm) and the last columns of C go through small zero-padded buffers, so
+// can take them, see kblock) and the last columns of C go through small zero-padded buffers, so
 // the kernel never reads or writes outside the matrices.
 //
 // Every element of C is summed in the same order (k ascending within a kc block, blocks
