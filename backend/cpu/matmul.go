@@ -230,15 +230,13 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	}
 	t.tilesN = tiles(N, t.nc)
 	n := tiles(M, t.mc) * t.tilesN
-	packB, trans := l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
-	if packB && workers == 1 && n == 1 && K > kcBlock {
+	packed, trans := l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
+	if packed && workers == 1 && n == 1 && K > kcBlock {
 		be.matmulByBlocks(t, b, trans)
 		return
 	}
-	if packB && trans {
-		t.b = be.packB(b, N, K, K, true)
-	} else if packB {
-		t.b = be.packB(b, N, K, N, false)
+	if packed {
+		t.b = be.packB(b, N, K, 0, K, trans)
 	} else {
 		t.b = bMat{b: b, bs: N, ps: nr}
 	}
@@ -254,18 +252,15 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 }
 
 // matmulByBlocks computes a single worker's product of one tile whose B is packed (see bMat)
-// a k block at a time: B's block is packed just before it is used, so it is read back from L2 where a whole
-// packed B (8 MB for huge's 256×1024×2048 TN) went out to L3 and came back. Each block's sum
-// is added to C in block order, the bias and the GELU after the last, as gemm would have.
+// a k block at a time: B's block is packed just before it is used, so it is read back from
+// L2, where a whole packed B (8 MB for huge's 256×1024×2048 TN) went out to L3 and came back.
+// Each block's sum is added to C in block order, the bias and the GELU after the last, as
+// gemm would have.
 func (be *Backend) matmulByBlocks(t *matmulTask, b []float32, trans bool) {
 	a, K, accumulate, bias, act := t.a, t.K, t.accumulate, t.bias, t.act
 	for k0 := 0; k0 < K; k0 += kcBlock {
 		kc := min(kcBlock, K-k0)
-		if trans { // b is Bᵀ [N, K]: the block is columns k0… of its rows
-			t.b = be.packB(b[k0:], t.N, kc, K, true)
-		} else {
-			t.b = be.packB(b[k0*t.N:], t.N, kc, t.N, false)
-		}
+		t.b = be.packB(b, t.N, K, k0, kc, trans)
 		t.a, t.K, t.accumulate, t.bias, t.act = a[k0*t.ks:], kc, accumulate || k0 > 0, nil, nil
 		if k0+kc == K {
 			t.bias, t.act = bias, act
@@ -673,26 +668,31 @@ func (t *gemvTask) run(_, lo, hi int) {
 type packBTask struct {
 	dst, src []float32
 	N, K, nr int
-	ld       int // the row stride of src: N, or with trans at least K
+	ld       int // the row stride of src: N, or with trans the length of Bᵀ's rows (at least K)
 	kBlocks  int
 	trans    bool // src is Bᵀ, [N, ld]
 }
 
 const packRows = 64
 
-// packB returns op(B) packed in panels, in a buffer of the Backend that grows to the largest
-// product seen (so steady-state steps allocate nothing).
-func (be *Backend) packB(b []float32, N, K, ld int, trans bool) bMat {
+// packB returns rows [k0, k0+kc) of op(B), K×N (b is Bᵀ [N, K] with trans), packed in
+// panels, in a buffer of the Backend that grows to the largest block seen (so steady-state
+// steps allocate nothing).
+func (be *Backend) packB(b []float32, N, K, k0, kc int, trans bool) bMat {
+	src, ld := b[k0*N:], N
+	if trans { // the block is columns k0… of Bᵀ's rows
+		src, ld = b[k0:], K
+	}
 	nr := be.kern.nr
-	size := roundUp(N, nr) * K
+	size := roundUp(N, nr) * kc
 	if cap(be.bpack) < size {
 		be.bpack = make([]float32, size)
 	}
 	t := &be.pb
-	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = be.bpack[:size], b, N, K, ld, nr, trans
-	t.kBlocks = tiles(K, packRows)
+	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = be.bpack[:size], src, N, kc, ld, nr, trans
+	t.kBlocks = tiles(kc, packRows)
 	be.pool.Run(t, tiles(N, nr)*t.kBlocks, 1, packRows*nr/4)
-	return bMat{b: t.dst, bs: nr, ps: K * nr}
+	return bMat{b: t.dst, bs: nr, ps: kc * nr}
 }
 
 // run packs chunks [lo, hi). For Bᵀ each source row (a column of op(B)) is read in order and
