@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"testing"
 
 	"tinygpt/backend"
@@ -86,6 +88,60 @@ func BenchmarkMatMul(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkMatMulShared measures how well one product shares the cores: per core, the rate of
+// a product computed by all workers together (shared), and of the same product computed
+// independently on every core at once, each core with its own operands and one worker
+// (independent: all cores busy, nothing shared between them). The gap between the two is what
+// the parallel product loses to splitting, synchronisation and data moving between cores,
+// not to the cores themselves. Run it with -benchtime 100x or more.
+func BenchmarkMatMulShared(b *testing.B) {
+	shapes := []product{
+		{1536, 768, 192, backend.NN}, {1536, 192, 768, backend.NT}, {192, 768, 1536, backend.TN},
+		{1024, 384, 96, backend.NN}, {2048, 1024, 256, backend.NN},
+	}
+	workers := defaultPool().workers
+	for _, s := range shapes {
+		flops := 2 * float64(s.M*s.N*s.K)
+		b.Run("shared/"+s.String(), func(b *testing.B) {
+			be := New()
+			a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
+			be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+			b.ResetTimer()
+			for range b.N {
+				be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9/float64(workers), "GFLOP/s/core")
+		})
+		b.Run("independent/"+s.String(), func(b *testing.B) {
+			var ready, done sync.WaitGroup
+			start := make(chan struct{})
+			for range workers {
+				ready.Add(1)
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					runtime.LockOSThread()
+					be := New()
+					be.pool = newPool(1)
+					be.scratch = be.scratch[:1]
+					a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
+					be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+					ready.Done()
+					<-start
+					for range b.N {
+						be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
+					}
+				}()
+			}
+			ready.Wait()
+			b.ResetTimer()
+			close(start)
+			done.Wait()
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s/core")
+		})
 	}
 }
 
