@@ -124,9 +124,7 @@ func BenchmarkMatMulShared(b *testing.B) {
 				go func() {
 					defer done.Done()
 					runtime.LockOSThread()
-					be := New()
-					be.pool = newPool(1)
-					be.scratch = be.scratch[:1]
+					be := newTestBackend(1, bestKernel())
 					a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
 					be.MatMul(c, a, bb, s.M, s.N, s.K, s.l, false)
 					ready.Done()
@@ -170,8 +168,7 @@ func BenchmarkPoolLoop(b *testing.B) {
 // BenchmarkAttention times the attention forward and backward of one layer of the small
 // preset (B 16, T 64, C 96, 3 heads) on one core.
 func BenchmarkAttention(b *testing.B) {
-	be := New()
-	be.pool = newPool(1)
+	be := newTestBackend(1, bestKernel())
 	// The tiny, small and large presets' shapes.
 	for _, s := range [][4]int{{16, 32, 48, 3}, {16, 64, 96, 3}, {12, 128, 192, 6}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]

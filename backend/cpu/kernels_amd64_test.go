@@ -45,9 +45,7 @@ func BenchmarkMatMulVsPeak(b *testing.B) {
 	}
 	for _, s := range shapes {
 		b.Run(s.String(), func(b *testing.B) {
-			be := New()
-			be.pool = newPool(1)
-			be.scratch = be.scratch[:1]
+			be := newTestBackend(1, bestKernel())
 			a, bb, c := be.Alloc(s.M*s.K), be.Alloc(s.K*s.N), be.Alloc(s.M*s.N)
 			flops := 2 * s.M * s.N * s.K
 			reps := max(1, 100_000_000/flops) // windows of about a millisecond
