@@ -117,6 +117,10 @@ type Backend interface {
 	// LayerNorm normalises each of the N rows of in (eps 1e-5, biased variance), scales by g and
 	// shifts by b. It saves each row's mean and 1/std for the backward pass.
 	LayerNorm(out, mean, rstd, in, g, b Tensor, N, C int)
+	// AddLayerNorm is Add followed by LayerNorm of its result, the residual connection and the
+	// next sublayer's normalisation: sum = a + b (sum may be a), then LayerNorm(out, mean, rstd,
+	// sum, g, bias) over N rows of C.
+	AddLayerNorm(sum, out, mean, rstd, a, b, g, bias Tensor, N, C int)
 	// LayerNormBackward adds the input gradient into din and the parameter gradients into dg, db.
 	LayerNormBackward(din, dg, db, dout, in, g, mean, rstd Tensor, N, C int)
 
@@ -129,6 +133,11 @@ type Backend interface {
 	// derivative being all that the backward pass needs (dx = dact·out, see Mul). When act is
 	// out itself only the GELU is written.
 	Linear(out, act, in, w, bias Tensor, N, IC, OC int)
+	// LinearBackward is the backward pass of Linear (without its GELU) for N rows: din =
+	// dout·wᵀ (din += with accumulate), dw += inᵀ·dout and dbias += the column sums of dout,
+	// each summed exactly as MatMul (NT), MatMul (TN, accumulating) and BiasBackward alone
+	// would. The three are independent, so a backend may compute them side by side.
+	LinearBackward(din, dw, dbias, dout, in, w Tensor, N, IC, OC int, accumulate bool)
 	// AddBias adds bias [C] to each of the N rows of out.
 	AddBias(out, bias Tensor, N, C int)
 	// BiasBackward adds the column sums of dout [N, C] into dbias.

@@ -321,9 +321,7 @@ func (m *Model) linear(out, in, w, b backend.Tensor, N, IC, OC int) {
 // linearBackward adds the weight and bias gradients of out = in·W + b into dw, db and writes
 // the input gradient dout·Wᵀ into din (adds, with accumulate).
 func (m *Model) linearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
-	m.be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
-	m.be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
-	m.be.BiasBackward(db, dout, N, OC)
+	m.be.LinearBackward(din, dw, db, dout, in, w, N, IC, OC, accumulate)
 }
 
 // forward is the network, one block after another. With a training workspace the cross-entropy
@@ -339,29 +337,30 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 	}
 	w := &m.wv
 
-	// Embeddings.
+	// Embeddings, and the first layer's LayerNorm of them. Each residual add below is computed
+	// together with the LayerNorm that follows it.
 	be.Encoder(ws.res[0], ws.tokens, w.wte, w.wpe, B, T, 0, C)
 	be.Dropout(ws.res[0], ws.res[0], N*C, p, dropoutSeed(seed, 0, siteEmbedding))
+	out, mean, rstd, g, b := m.normAfter(ws, -1)
+	be.LayerNorm(out, mean, rstd, ws.res[0], g, b, N, C)
 
 	for l := range c.Layers {
 		x, a, lw := ws.res[l], &ws.layers[l], &w.layers[l]
-		// Attention branch: x + o_proj(attn(LN1(x))).
-		be.LayerNorm(a.ln1, a.ln1Mean, a.ln1Rstd, x, lw.ln1G, lw.ln1B, N, C)
+		// Attention branch: x + o_proj(attn(LN1(x))), LN1(x) in a.ln1.
 		m.linear(a.qkv, a.ln1, lw.wqkv, lw.bqkv, N, C, 3*C)
 		be.Attention(a.att, a.attLSE, a.qkv, B, T, C, NH)
 		m.linear(a.attProj, a.att, lw.wo, lw.bo, N, C, C)
 		be.Dropout(a.attProj, a.attProj, N*C, p, dropoutSeed(seed, l, siteAttention))
-		be.Add(a.res2, x, a.attProj, N*C)
+		be.AddLayerNorm(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, x, a.attProj, lw.ln2G, lw.ln2B, N, C)
 		// MLP branch: res2 + fc_out(GELU(fc_in(LN2(res2)))).
-		be.LayerNorm(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, lw.ln2G, lw.ln2B, N, C)
 		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // fch gets GELU' for backward
 		m.linear(a.fcProj, a.fchGELU, lw.prW, lw.prB, N, F, C)
 		be.Dropout(a.fcProj, a.fcProj, N*C, p, dropoutSeed(seed, l, siteMLP))
-		be.Add(ws.res[l+1], a.res2, a.fcProj, N*C)
+		out, mean, rstd, g, b = m.normAfter(ws, l)
+		be.AddLayerNorm(ws.res[l+1], out, mean, rstd, a.res2, a.fcProj, g, b, N, C)
 	}
 
-	// Final LayerNorm and the head tied to the token embedding: logits = LN(x)·wteᵀ.
-	be.LayerNorm(ws.lnf, ws.lnfMean, ws.lnfRstd, ws.res[c.Layers], w.lnfG, w.lnfB, N, C)
+	// The head tied to the token embedding: logits = LN(x)·wteᵀ, LN(x) in ws.lnf.
 	be.MatMul(ws.logits, ws.lnf, w.wte, N, Vocab, C, backend.NT, false)
 	if batch.Targets != nil {
 		var dlogits backend.Tensor
@@ -370,6 +369,17 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 		}
 		be.CrossEntropy(ws.losses, dlogits, ws.logits, ws.targets, N, Vocab, 1/float32(N))
 	}
+}
+
+// normAfter returns the LayerNorm that reads the residual stream after layer l (−1: after the
+// embeddings): its output, saved statistics and parameters, those of layer l+1's first
+// LayerNorm, or of the final one after the last layer.
+func (m *Model) normAfter(ws *workspace, l int) (out, mean, rstd, g, b backend.Tensor) {
+	if l+1 < m.Config.Layers {
+		a, lw := &ws.layers[l+1], &m.wv.layers[l+1]
+		return a.ln1, a.ln1Mean, a.ln1Rstd, lw.ln1G, lw.ln1B
+	}
+	return ws.lnf, ws.lnfMean, ws.lnfRstd, m.wv.lnfG, m.wv.lnfB
 }
 
 // ZeroGrads clears the gradients; Backward adds into them.

@@ -37,6 +37,10 @@ func (b *timedBackend) LayerNorm(out, mean, rstd, in, g, bb backend.Tensor, N, C
 	defer b.time("LayerNorm", time.Now())
 	b.Backend.LayerNorm(out, mean, rstd, in, g, bb, N, C)
 }
+func (b *timedBackend) AddLayerNorm(sum, out, mean, rstd, x, y, g, bb backend.Tensor, N, C int) {
+	defer b.time("AddLayerNorm", time.Now())
+	b.Backend.AddLayerNorm(sum, out, mean, rstd, x, y, g, bb, N, C)
+}
 func (b *timedBackend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
 	defer b.time("LayerNormBackward", time.Now())
 	b.Backend.LayerNormBackward(din, dg, db, dout, in, g, mean, rstd, N, C)
@@ -48,6 +52,10 @@ func (b *timedBackend) MatMul(c, a, bb backend.Tensor, M, N, K int, l backend.La
 func (b *timedBackend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
 	defer b.time(fmt.Sprintf("Linear %dx%dx%d gelu=%v", N, OC, IC, act != nil), time.Now())
 	b.Backend.Linear(out, act, in, w, bias, N, IC, OC)
+}
+func (b *timedBackend) LinearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, acc bool) {
+	defer b.time(fmt.Sprintf("LinearBackward %dx%dx%d", N, IC, OC), time.Now())
+	b.Backend.LinearBackward(din, dw, db, dout, in, w, N, IC, OC, acc)
 }
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())

@@ -36,13 +36,18 @@ type Backend struct {
 	kern    microKernel
 	scratch []mmScratch // per worker
 	bpack   []float32   // op(B) of the product in flight, when it must be copied
+	bpack2  []float32   // op(B) of the second product of a LinearBackward
 
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
+	mm2         matmulTask // the second product of a LinearBackward
+	group       taskGroup
 	pb          packBTask
 	cp          copyTask
 	split       splitTask
+	split2      splitTask
 	splitBuf    []float32 // the slices of a product split along K
+	splitBuf2   []float32 // the same for the second product of a LinearBackward
 	gv          gemvTask
 	gvPartial   []float32 // a gemv's partial rows (see gemvTask)
 	enc         encoderTask

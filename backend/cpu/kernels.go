@@ -105,6 +105,7 @@ const lnEps = 1e-5
 
 type layerNormTask struct {
 	out, mean, rstd, in, g, b []float32
+	addA, addB                []float32 // AddLayerNorm: in = addA + addB first
 	din, dg, db, dout         []float32
 	partial                   []float32 // backward: [row blocks, 2C], dg then db sums
 	N, C                      int
@@ -116,6 +117,15 @@ func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int)
 	t := &be.ln
 	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: f32(in), g: f32(g), b: f32(b), C: C}
 	be.pool.Run(t, N, 8, 8*C)
+}
+
+// AddLayerNorm implements backend.Backend: each chunk of rows is added up and then normalised
+// while it is still in the core's cache.
+func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tensor, N, C int) {
+	t := &be.ln
+	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: f32(sum), g: f32(g), b: f32(bias), C: C,
+		addA: f32(a), addB: f32(b)}
+	be.pool.Run(t, N, 8, 9*C)
 }
 
 // LayerNormBackward implements backend.Backend. One pass over blocks of rows writes the input
@@ -131,6 +141,9 @@ func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backen
 
 func (t *layerNormTask) run(_, lo, hi int) {
 	C := t.C
+	if t.addA != nil {
+		addSlice(t.in[lo*C:hi*C], t.addA[lo*C:hi*C], t.addB[lo*C:hi*C])
+	}
 	switch {
 	case !t.backward && lnVector(C):
 		// Three passes over the chunk's rows (statistics, then 1/σ, then the output), so

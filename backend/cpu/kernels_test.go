@@ -475,9 +475,7 @@ func TestLinearBackward(t *testing.T) {
 
 		dx, dw, db := be.Alloc(N*IC), be.Alloc(IC*OC), be.Alloc(OC)
 		dy := upload(be, r)
-		be.MatMul(dx, dy, upload(be, w), N, IC, OC, backend.NT, false)
-		be.MatMul(dw, upload(be, x), dy, IC, OC, N, backend.TN, true)
-		be.BiasBackward(db, dy, N, OC)
+		be.LinearBackward(dx, dw, db, dy, upload(be, x), upload(be, w), N, IC, OC, false)
 		assertClose(t, "dx", download(be, dx), numGrad(x, r, func(x []float64) []float64 { return fwd(x, w, b) }), 1e-5)
 		assertClose(t, "dw", download(be, dw), numGrad(w, r, func(w []float64) []float64 { return fwd(x, w, b) }), 1e-5)
 		assertClose(t, "db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return fwd(x, w, b) }), 1e-5)
@@ -1080,6 +1078,74 @@ func TestGemvRowsWidths(t *testing.T) {
 				}
 				if float64(y[j]) != want {
 					t.Fatalf("width %d, %d rows: y[%d] = %v, want %v", w, k, j, y[j], want)
+				}
+			}
+		}
+	}
+}
+
+// TestLinearBackwardMatchesSeparateCalls requires LinearBackward, whose products and bias sums
+// run side by side, to give the same bits as MatMul (NT), MatMul (TN) and BiasBackward called
+// one after the other: shapes whose weight gradient splits K or packs dout, a single row, an
+// input gradient that accumulates or not, on 1, 2, 3, 7 and 16 workers.
+func TestLinearBackwardMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, s := range [][3]int{{1536, 192, 768}, {1536, 768, 192}, {600, 300, 300}, {97, 13, 40}, {1, 30, 20}, {2, 7, 5}, {2048, 256, 1024}} {
+		N, IC, OC := s[0], s[1], s[2]
+		dout, in, w := randVec(rng, N*OC, 1), randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1)
+		din0, dw0, db0 := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1), randVec(rng, OC, 1)
+		for _, acc := range []bool{false, true} {
+			ref := newTestBackend(1, bestKernel())
+			want := [3]backend.Tensor{upload(ref, din0), upload(ref, dw0), upload(ref, db0)}
+			ref.MatMul(want[0], upload(ref, dout), upload(ref, w), N, IC, OC, backend.NT, acc)
+			ref.MatMul(want[1], upload(ref, in), upload(ref, dout), IC, OC, N, backend.TN, true)
+			ref.BiasBackward(want[2], upload(ref, dout), N, OC)
+			for _, workers := range []int{1, 2, 3, 7, 16} {
+				be := newTestBackend(workers, bestKernel())
+				got := [3]backend.Tensor{upload(be, din0), upload(be, dw0), upload(be, db0)}
+				be.LinearBackward(got[0], got[1], got[2], upload(be, dout), upload(be, in), upload(be, w), N, IC, OC, acc)
+				for i, name := range []string{"din", "dw", "db"} {
+					g, r := f32(got[i]), f32(want[i])
+					for j := range g {
+						if g[j] != r[j] {
+							t.Fatalf("%dx%dx%d acc=%v, %d workers: %s[%d] = %v, separate calls gave %v", N, IC, OC, acc, workers, name, j, g[j], r[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAddLayerNormMatchesSeparateCalls requires AddLayerNorm to give the same bits as Add and
+// LayerNorm one after the other, with the sum in a tensor of its own or in place of a, on
+// scalar (C = 70) and vector rows, on 1, 3 and 16 workers.
+func TestAddLayerNormMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, s := range [][2]int{{9, 70}, {40, 96}, {1536, 192}} {
+		N, C := s[0], s[1]
+		a, b := randVec(rng, N*C, 2), randVec(rng, N*C, 1)
+		g, bias := randVec(rng, C, 1), randVec(rng, C, 1)
+		ref := newTestBackend(1, bestKernel())
+		want := [4]backend.Tensor{ref.Alloc(N * C), ref.Alloc(N * C), ref.Alloc(N), ref.Alloc(N)}
+		ref.Add(want[0], upload(ref, a), upload(ref, b), N*C)
+		ref.LayerNorm(want[1], want[2], want[3], want[0], upload(ref, g), upload(ref, bias), N, C)
+		for _, workers := range []int{1, 3, 16} {
+			for _, inPlace := range []bool{false, true} {
+				be := newTestBackend(workers, bestKernel())
+				at := upload(be, a)
+				got := [4]backend.Tensor{be.Alloc(N * C), be.Alloc(N * C), be.Alloc(N), be.Alloc(N)}
+				if inPlace {
+					got[0] = at
+				}
+				be.AddLayerNorm(got[0], got[1], got[2], got[3], at, upload(be, b), upload(be, g), upload(be, bias), N, C)
+				for i, name := range []string{"sum", "out", "mean", "rstd"} {
+					gv, rv := f32(got[i]), f32(want[i])
+					for j := range gv {
+						if gv[j] != rv[j] {
+							t.Fatalf("%dx%d, %d workers, in place %v: %s[%d] = %v, Add and LayerNorm gave %v", N, C, workers, inPlace, name, j, gv[j], rv[j])
+						}
+					}
 				}
 			}
 		}

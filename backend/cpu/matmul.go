@@ -175,6 +175,132 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		return
 	}
 	t := &be.mm
+	n, packed, trans := be.plan(t, be.pool.workers, c, a, bias, act, M, N, K, l, accumulate)
+	if packed && be.pool.workers == 1 && n == 1 && K > kcBlock {
+		be.matmulByBlocks(t, b, trans)
+		return
+	}
+	t.b = bMat{b: b, bs: N, ps: be.kern.nr}
+	if packed {
+		t.b = be.packB(&be.bpack, b, N, K, 0, K, trans)
+	}
+	if t.split > 0 {
+		grow(&be.splitBuf, t.split*M*N)
+		t.partial = be.splitBuf[:t.split*M*N]
+		be.pool.Run(t, n*t.split, 1, 2*t.mc*t.nc*kcBlock/64)
+		be.split.t = t
+		be.pool.Run(&be.split, M, 4, N*t.split/4)
+		return
+	}
+	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
+}
+
+// LinearBackward implements backend.Backend. Its three results are independent, so they are
+// computed side by side: one loop runs the chunks of the input gradient (dout·Wᵀ), of the
+// weight gradient (inᵀ·dout, or its slices when K is split) and of the bias gradient's
+// per-block column sums, each product tiled for half the workers; a second loop finishes
+// what the first left in slices. Each of the three is summed exactly as MatMul and
+// BiasBackward alone would sum it.
+func (be *Backend) LinearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
+	if be.pool.workers == 1 || N < 2 {
+		be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
+		be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
+		be.BiasBackward(db, dout, N, OC)
+		return
+	}
+	do, x, wt := f32(dout)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC]
+	half := be.pool.workers / 2
+	g := &be.group
+
+	t1 := &be.mm // din = dout·Wᵀ: B is Wᵀ, always packed
+	n1, _, _ := be.plan(t1, half, f32(din)[:N*IC], do, nil, nil, N, IC, OC, backend.NT, accumulate)
+	t1.b = be.packB(&be.bpack, wt, IC, OC, 0, OC, true)
+	t2 := &be.mm2 // dw += inᵀ·dout
+	n2, packed, _ := be.plan(t2, half, f32(dw)[:IC*OC], x, nil, nil, IC, OC, N, backend.TN, true)
+	t2.b = bMat{b: do, bs: OC, ps: be.kern.nr}
+	if packed {
+		t2.b = be.packB(&be.bpack2, do, OC, N, 0, N, false)
+	}
+	tb := &be.bias
+	*tb = biasTask{bias: f32(db)[:OC], dout: do, N: N, C: OC, backward: true}
+	tb.partial = be.partials(N, OC)
+
+	g.reset()
+	for i, t := range []*matmulTask{t1, t2} {
+		n, kc := []int{n1, n2}[i], t.K
+		if t.split > 0 {
+			buf := []*[]float32{&be.splitBuf, &be.splitBuf2}[i]
+			grow(buf, t.split*t.M*t.N)
+			t.partial = (*buf)[:t.split*t.M*t.N]
+			n, kc = n*t.split, kcBlock
+		}
+		g.add(t, n, 1, 2*t.mc*t.nc*kc/64)
+		if i == 0 { // the bias's chunks between the products' (see taskGroup)
+			g.add(tb, tiles(N, sumRows), 1, sumRows*OC)
+		}
+	}
+	be.pool.Run(g, g.n, 1, g.cost())
+
+	g.reset()
+	for i, t := range []*matmulTask{t1, t2} {
+		if t.split > 0 {
+			st := []*splitTask{&be.split, &be.split2}[i]
+			st.t = t
+			g.add(st, t.M, 4, t.N*t.split/4)
+		}
+	}
+	rt := &be.reduce
+	rt.partial, rt.dst1, rt.dst2 = tb.partial, tb.bias, nil
+	g.add(rt, tiles(OC, reduceCols), 1, len(tb.partial)/OC*reduceCols/8)
+	be.pool.Run(g, g.n, 1, g.cost())
+}
+
+// taskGroup runs up to three independent loops as one parallel loop: its chunks
+// [start[i], start[i+1]) are loop i's, each covering chunk[i] of its iterations. The pool
+// gives each worker a contiguous share of the chunks, so the loops' chunks are laid out in
+// turn over the workers: with a short loop between two long ones, as LinearBackward orders
+// them, the first workers start on the first product, the last on the second.
+type taskGroup struct {
+	tasks        [3]task
+	start, chunk [3]int
+	iters        [3]int
+	parts, n     int
+	work         int // Σ iterations·cost over the loops
+}
+
+func (g *taskGroup) reset() { *g = taskGroup{} }
+
+// add appends a loop of n iterations in chunks of the given size, each iteration of the given
+// cost (see pool.Run).
+func (g *taskGroup) add(t task, n, chunk, cost int) {
+	i := g.parts
+	g.tasks[i], g.start[i], g.chunk[i], g.iters[i] = t, g.n, chunk, n
+	g.parts++
+	g.n += tiles(n, chunk)
+	g.work += n * cost
+}
+
+// cost returns the mean cost of the group's chunks.
+func (g *taskGroup) cost() int { return g.work / max(g.n, 1) }
+
+func (g *taskGroup) run(w, lo, hi int) {
+	for i := range g.parts {
+		end := g.n
+		if i+1 < g.parts {
+			end = g.start[i+1]
+		}
+		if a, b := max(lo, g.start[i]), min(hi, end); a < b {
+			c := g.chunk[i]
+			g.tasks[i].run(w, (a-g.start[i])*c, min((b-g.start[i])*c, g.iters[i]))
+		}
+	}
+}
+
+// plan sets t up for c (+)= op(a)·op(b) (+ bias, and act = GELU(c)) computed by the given
+// number of workers, all but its B operand, and returns the number of tiles n (the loop has
+// n·t.split chunks when t.split > 0, else n) and whether B has to be packed (transposed, with
+// trans) before the loop runs.
+func (be *Backend) plan(t *matmulTask, workers int, c, a, bias, act []float32, M, N, K int, l backend.Layout, accumulate bool) (n int, packed, trans bool) {
 	t.be, t.c, t.a, t.bias, t.act = be, c, a, bias, act
 	t.M, t.N, t.K, t.accumulate = M, N, K, accumulate
 	if l == backend.TN { // A is [K, M]
@@ -183,7 +309,6 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		t.rs, t.ks = K, 1
 	}
 	mr, nr := be.kern.mr, be.kern.nr
-
 	// Products with few tiles and a long K (the weight gradients, whose K is the number of
 	// tokens) split K by blocks when the slices fit in maxSplitFloats; then tiles shrink
 	// (keeping multiples of the micro-kernel's block) until every worker gets two chunks, and
@@ -201,7 +326,6 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	// whatever its size: gemm packs mcTile rows of A at a time per k block, so what has to stay
 	// in L2 is a k block of B, up to packedTileCols columns wide, and one packed block of A.
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
-	workers := be.pool.workers
 	switch {
 	case workers == 1 && be.kern.packsA(t.rs, t.ks, N):
 		t.mc, t.nc = M, min(roundUp(N, nr), packedTileCols)
@@ -229,26 +353,8 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 		}
 	}
 	t.tilesN = tiles(N, t.nc)
-	n := tiles(M, t.mc) * t.tilesN
-	packed, trans := l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
-	if packed && workers == 1 && n == 1 && K > kcBlock {
-		be.matmulByBlocks(t, b, trans)
-		return
-	}
-	if packed {
-		t.b = be.packB(b, N, K, 0, K, trans)
-	} else {
-		t.b = bMat{b: b, bs: N, ps: nr}
-	}
-	if t.split > 0 {
-		grow(&be.splitBuf, t.split*M*N)
-		t.partial = be.splitBuf[:t.split*M*N]
-		be.pool.Run(t, n*t.split, 1, 2*t.mc*t.nc*kcBlock/64)
-		be.split.t = t
-		be.pool.Run(&be.split, M, 4, N*t.split/4)
-		return
-	}
-	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
+	n = tiles(M, t.mc) * t.tilesN
+	return n, l == backend.NT || N%nr != 0 || M >= packMinRows && N > packMinCols, l == backend.NT
 }
 
 // matmulByBlocks computes a single worker's product of one tile whose B is packed (see bMat)
@@ -260,7 +366,7 @@ func (be *Backend) matmulByBlocks(t *matmulTask, b []float32, trans bool) {
 	a, K, accumulate, bias, act := t.a, t.K, t.accumulate, t.bias, t.act
 	for k0 := 0; k0 < K; k0 += kcBlock {
 		kc := min(kcBlock, K-k0)
-		t.b = be.packB(b, t.N, K, k0, kc, trans)
+		t.b = be.packB(&be.bpack, b, t.N, K, k0, kc, trans)
 		t.a, t.K, t.accumulate, t.bias, t.act = a[k0*t.ks:], kc, accumulate || k0 > 0, nil, nil
 		if k0+kc == K {
 			t.bias, t.act = bias, act
@@ -676,20 +782,18 @@ type packBTask struct {
 const packRows = 64
 
 // packB returns rows [k0, k0+kc) of op(B), K×N (b is Bᵀ [N, K] with trans), packed in
-// panels, in a buffer of the Backend that grows to the largest block seen (so steady-state
-// steps allocate nothing).
-func (be *Backend) packB(b []float32, N, K, k0, kc int, trans bool) bMat {
+// panels, in *buf, a buffer of the Backend that grows to the largest block seen (so
+// steady-state steps allocate nothing).
+func (be *Backend) packB(buf *[]float32, b []float32, N, K, k0, kc int, trans bool) bMat {
 	src, ld := b[k0*N:], N
 	if trans { // the block is columns k0… of Bᵀ's rows
 		src, ld = b[k0:], K
 	}
 	nr := be.kern.nr
 	size := roundUp(N, nr) * kc
-	if cap(be.bpack) < size {
-		be.bpack = make([]float32, size)
-	}
+	grow(buf, size)
 	t := &be.pb
-	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = be.bpack[:size], src, N, kc, ld, nr, trans
+	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = (*buf)[:size], src, N, kc, ld, nr, trans
 	t.kBlocks = tiles(kc, packRows)
 	be.pool.Run(t, tiles(N, nr)*t.kBlocks, 1, packRows*nr/4)
 	return bMat{b: t.dst, bs: nr, ps: kc * nr}

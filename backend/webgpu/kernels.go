@@ -301,6 +301,15 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), nil, N*C)
 }
 
+// LinearBackward implements backend.Backend as the three kernels it stands for: the two
+// products run as one dispatch and the bias gradient joins the second (see pairs and
+// BiasBackward).
+func (be *Backend) LinearBackward(din, dw, dbias, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
+	be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
+	be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
+	be.BiasBackward(dbias, dout, N, OC)
+}
+
 // BiasBackward implements backend.Backend.
 // Right after the weight gradient of the same layer (a TN product adding into dW from the same
 // dout, held alone or as the second of a pair) it is fused into that product, as a row of
@@ -385,6 +394,13 @@ func (be *Backend) GELUBackward(din, in, dout backend.Tensor, n int) {
 func (be *Backend) Add(out, a, b backend.Tensor, n int) {
 	be.settle()
 	be.sum = &addCall{out: ten(out), a: ten(a), b: ten(b), n: n}
+}
+
+// AddLayerNorm implements backend.Backend as Add and LayerNorm, which run as one dispatch
+// (see LayerNorm).
+func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tensor, N, C int) {
+	be.Add(sum, a, b, N*C)
+	be.LayerNorm(out, mean, rstd, sum, g, bias, N, C)
 }
 
 // addCall is a residual add waiting to be recorded.
