@@ -1086,11 +1086,12 @@ func TestGemvRowsWidths(t *testing.T) {
 
 // TestLinearBackwardMatchesSeparateCalls requires LinearBackward, whose products and bias sums
 // run side by side, to give the same bits as MatMul (NT), MatMul (TN) and BiasBackward called
-// one after the other: shapes whose weight gradient splits K or packs dout, a single row, an
-// input gradient that accumulates or not, on 1, 2, 3, 7 and 16 workers.
+// one after the other: shapes whose input or weight gradient splits K, whose weight gradient
+// packs dout, a single row, an input gradient that accumulates or not, on 1, 2, 3, 7 and 16
+// workers.
 func TestLinearBackwardMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, s := range [][3]int{{1536, 192, 768}, {1536, 768, 192}, {600, 300, 300}, {97, 13, 40}, {1, 30, 20}, {2, 7, 5}, {2048, 256, 1024}} {
+	for _, s := range [][3]int{{1536, 192, 768}, {1536, 768, 192}, {600, 300, 300}, {200, 64, 600}, {97, 13, 40}, {1, 30, 20}, {2, 7, 5}, {2048, 256, 1024}} {
 		N, IC, OC := s[0], s[1], s[2]
 		dout, in, w := randVec(rng, N*OC, 1), randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1)
 		din0, dw0, db0 := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1), randVec(rng, OC, 1)

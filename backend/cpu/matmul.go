@@ -184,15 +184,23 @@ func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.L
 	if packed {
 		t.b = be.packB(&be.bpack, b, N, K, 0, K, trans)
 	}
+	chunks, cost := t.chunks(n, &be.splitBuf)
+	be.pool.Run(t, chunks, 1, cost)
 	if t.split > 0 {
-		grow(&be.splitBuf, t.split*M*N)
-		t.partial = be.splitBuf[:t.split*M*N]
-		be.pool.Run(t, n*t.split, 1, 2*t.mc*t.nc*kcBlock/64)
 		be.split.t = t
 		be.pool.Run(&be.split, M, 4, N*t.split/4)
-		return
 	}
-	be.pool.Run(t, n, 1, 2*t.mc*t.nc*K/64)
+}
+
+// chunks returns the number of chunks of t's loop, n tiles planned (see plan), and the cost of
+// one; when K is split it first gives t its slices in buf.
+func (t *matmulTask) chunks(n int, buf *[]float32) (chunks, cost int) {
+	if t.split == 0 {
+		return n, 2 * t.mc * t.nc * t.K / 64
+	}
+	grow(buf, t.split*t.M*t.N)
+	t.partial = (*buf)[:t.split*t.M*t.N]
+	return n * t.split, 2 * t.mc * t.nc * kcBlock / 64
 }
 
 // LinearBackward implements backend.Backend. Its three results are independent, so they are
@@ -226,28 +234,21 @@ func (be *Backend) LinearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC
 	tb.partial = be.partials(N, OC)
 
 	g.reset()
-	for i, t := range []*matmulTask{t1, t2} {
-		n, kc := []int{n1, n2}[i], t.K
-		if t.split > 0 {
-			buf := []*[]float32{&be.splitBuf, &be.splitBuf2}[i]
-			grow(buf, t.split*t.M*t.N)
-			t.partial = (*buf)[:t.split*t.M*t.N]
-			n, kc = n*t.split, kcBlock
-		}
-		g.add(t, n, 1, 2*t.mc*t.nc*kc/64)
-		if i == 0 { // the bias's chunks between the products' (see taskGroup)
-			g.add(tb, tiles(N, sumRows), 1, sumRows*OC)
-		}
-	}
+	chunks, cost := t1.chunks(n1, &be.splitBuf)
+	g.add(t1, chunks, 1, cost)
+	g.add(tb, tiles(N, sumRows), 1, sumRows*OC) // between the products' chunks (see taskGroup)
+	chunks, cost = t2.chunks(n2, &be.splitBuf2)
+	g.add(t2, chunks, 1, cost)
 	be.pool.Run(g, g.n, 1, g.cost())
 
 	g.reset()
-	for i, t := range []*matmulTask{t1, t2} {
-		if t.split > 0 {
-			st := []*splitTask{&be.split, &be.split2}[i]
-			st.t = t
-			g.add(st, t.M, 4, t.N*t.split/4)
-		}
+	if t1.split > 0 {
+		be.split.t = t1
+		g.add(&be.split, N, 4, IC*t1.split/4)
+	}
+	if t2.split > 0 {
+		be.split2.t = t2
+		g.add(&be.split2, IC, 4, OC*t2.split/4)
 	}
 	rt := &be.reduce
 	rt.partial, rt.dst1, rt.dst2 = tb.partial, tb.bias, nil
