@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -242,11 +243,7 @@ func TestRows4MatchesPadded(t *testing.T) {
 					productBits(newTestBackend(workers, bestKernel()), s, a, b, c0, bias, acc),
 					productBits(newTestBackend(workers, padded), s, a, b, c0, bias, acc),
 				}
-				for i := range got[0] {
-					if got[0][i] != got[1][i] {
-						t.Fatalf("%v accumulate %v bias %v: element %d = %v with rows4, %v padded", s, acc, withBias, i, got[0][i], got[1][i])
-					}
-				}
+				assertSameBits(t, fmt.Sprintf("%v accumulate %v bias %v: rows4 against padded", s, acc, withBias), got[0], got[1])
 			}
 		}
 	}

@@ -58,6 +58,20 @@ func download(be *Backend, t backend.Tensor) []float64 {
 }
 
 // assertClose fails unless max|got−want| ≤ tol·max(1, max|want|).
+// assertSameBits fails t unless got and want hold the same bits, element by element (−0
+// differs from +0), naming the first element that differs.
+func assertSameBits[F float32 | float64](t *testing.T, what string, got, want []F) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Float64bits(float64(got[i])) != math.Float64bits(float64(want[i])) {
+			t.Fatalf("%s: element %d = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
 func assertClose(t *testing.T, what string, got, want []float64, tol float64) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -300,11 +314,7 @@ func matMulDeterministic(t *testing.T, rng *rand.Rand, M, N, K int, l backend.La
 			ref = got
 			continue
 		}
-		for i := range got {
-			if got[i] != ref[i] {
-				t.Fatalf("%dx%dx%d %s, %d workers: element %d = %v, 1 worker gave %v", M, N, K, l, workers, i, got[i], ref[i])
-			}
-		}
+		assertSameBits(t, fmt.Sprintf("%dx%dx%d %s, %d workers against 1", M, N, K, l, workers), got, ref)
 	}
 }
 
@@ -355,11 +365,7 @@ func TestPackedAMatchesInPlace(t *testing.T) {
 					productBits(newTestBackend(workers, bestKernel()), s, a, b, c0, bias, acc),
 					productBits(newTestBackend(workers, inPlace), s, a, b, c0, bias, acc),
 				}
-				for i := range got[0] {
-					if got[0][i] != got[1][i] {
-						t.Fatalf("%v, %d workers, accumulate %v: element %d = %v packed, %v in place", s, workers, acc, i, got[0][i], got[1][i])
-					}
-				}
+				assertSameBits(t, fmt.Sprintf("%v, %d workers, accumulate %v: packed against in place", s, workers, acc), got[0], got[1])
 			}
 		}
 	}
@@ -414,11 +420,7 @@ func TestEncoder(t *testing.T) {
 			ref = got
 			continue
 		}
-		for i := range got {
-			if got[i] != ref[i] {
-				t.Fatalf("%d workers: element %d of dwte, dwpe = %v, 1 worker gave %v", workers, i, got[i], ref[i])
-			}
-		}
+		assertSameBits(t, fmt.Sprintf("dwte, dwpe on %d workers against 1", workers), got, ref)
 	}
 }
 
@@ -994,11 +996,7 @@ func TestDeterministicAcrossThreadsAllKernels(t *testing.T) {
 				continue
 			}
 			for i := range got {
-				for j := range got[i] {
-					if math.Float32bits(got[i][j]) != math.Float32bits(ref[i][j]) {
-						t.Fatalf("%s: %d workers: output %d element %d = %v, 1 worker %v", k.name, workers, i, j, got[i][j], ref[i][j])
-					}
-				}
+				assertSameBits(t, fmt.Sprintf("%s: %d workers against 1, output %d", k.name, workers, i), got[i], ref[i])
 			}
 		}
 	}
@@ -1106,12 +1104,7 @@ func TestLinearBackwardMatchesSeparateCalls(t *testing.T) {
 				got := [3]backend.Tensor{upload(be, din0), upload(be, dw0), upload(be, db0)}
 				be.LinearBackward(got[0], got[1], got[2], upload(be, dout), upload(be, in), upload(be, w), N, IC, OC, acc)
 				for i, name := range []string{"din", "dw", "db"} {
-					g, r := f32(got[i]), f32(want[i])
-					for j := range g {
-						if g[j] != r[j] {
-							t.Fatalf("%dx%dx%d acc=%v, %d workers: %s[%d] = %v, separate calls gave %v", N, IC, OC, acc, workers, name, j, g[j], r[j])
-						}
-					}
+					assertSameBits(t, fmt.Sprintf("%dx%dx%d acc=%v, %d workers: %s against separate calls", N, IC, OC, acc, workers, name), f32(got[i]), f32(want[i]))
 				}
 			}
 		}
@@ -1141,12 +1134,7 @@ func TestAddLayerNormMatchesSeparateCalls(t *testing.T) {
 				}
 				be.AddLayerNorm(got[0], got[1], got[2], got[3], at, upload(be, b), upload(be, g), upload(be, bias), N, C)
 				for i, name := range []string{"sum", "out", "mean", "rstd"} {
-					gv, rv := f32(got[i]), f32(want[i])
-					for j := range gv {
-						if gv[j] != rv[j] {
-							t.Fatalf("%dx%d, %d workers, in place %v: %s[%d] = %v, Add and LayerNorm gave %v", N, C, workers, inPlace, name, j, gv[j], rv[j])
-						}
-					}
+					assertSameBits(t, fmt.Sprintf("%dx%d, %d workers, in place %v: %s against Add and LayerNorm", N, C, workers, inPlace, name), f32(got[i]), f32(want[i]))
 				}
 			}
 		}
