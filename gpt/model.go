@@ -318,12 +318,6 @@ func (m *Model) linear(out, in, w, b backend.Tensor, N, IC, OC int) {
 	m.be.Linear(out, nil, in, w, b, N, IC, OC)
 }
 
-// linearBackward adds the weight and bias gradients of out = in·W + b into dw, db and writes
-// the input gradient dout·Wᵀ into din (adds, with accumulate).
-func (m *Model) linearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
-	m.be.LinearBackward(din, dw, db, dout, in, w, N, IC, OC, accumulate)
-}
-
 // forward is the network, one block after another. With a training workspace the cross-entropy
 // also leaves the logits' gradient (scaled for the mean loss) in ws.logits.
 func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
@@ -418,16 +412,16 @@ func (m *Model) Backward() error {
 		x, a, lw, lg := ws.res[l], &ws.layers[l], &w.layers[l], &g.layers[l]
 		// ws.dres is the gradient of res[l+1] = res2 + mlp(res2).
 		dproj := dropoutGrad(ws.dres, l, siteMLP)
-		m.linearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, N, F, C, false)
+		be.LinearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, N, F, C, false)
 		be.Mul(ws.dfch, ws.dfch, a.fch, N*F) // through the GELU: times GELU' kept by forward
-		m.linearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, N, C, F, false)
+		be.LinearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, N, C, F, false)
 		be.LayerNormBackward(ws.dres, lg.ln2G, lg.ln2B, ws.dln, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C)
 
 		// ws.dres is now the gradient of res2 = x + attn(x).
 		dproj = dropoutGrad(ws.dres, l, siteAttention)
-		m.linearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, N, C, C, false)
+		be.LinearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, N, C, C, false)
 		be.AttentionBackward(ws.dqkv, ws.datt, a.qkv, a.att, a.attLSE, B, T, C, NH)
-		m.linearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, N, C, 3*C, false)
+		be.LinearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, N, C, 3*C, false)
 		be.LayerNormBackward(ws.dres, lg.ln1G, lg.ln1B, ws.dln, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C)
 	}
 
