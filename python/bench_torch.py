@@ -124,7 +124,7 @@ def bench(name, device, mode, steps, warmup):
         "preset": name, "device": device, "mode": mode, "threads": torch.get_num_threads(),
         "batch": batch, "ctx": cfg.ctx, "params": ref.num_params(cfg),
         "ms_per_step": statistics.median(times), "min_ms": min(times), "steps": steps,
-        "loss": sum(losses) / len(losses),
+        "loss": sum(losses) / len(losses), "torch": torch.__version__,
     }
 
 

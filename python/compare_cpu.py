@@ -2,22 +2,28 @@
 same batch and context, same thread count, median ms per full training step.
 
     python python/compare_cpu.py --tinygpt ./tinygpt --threads 16
-    python python/compare_cpu.py --tinygpt ./tinygpt --threads 16 --presets tiny,small,huge
+    python python/compare_cpu.py --tinygpt ./tinygpt --threads 16 --presets tiny,small,huge --rounds 5
 
 It runs `tinygpt bench --backend cpu --json --threads N` and bench_torch.py with
 torch.set_num_threads(N), then prints a Markdown table: ms/step for both, the ratio
 ours/PyTorch (below 1 means we are faster) and our achieved GFLOP/s and decode tokens/s.
-Go is not needed where this runs: pass a static linux/amd64 build of tinygpt. Our side runs one
-process per preset, so its peak RSS column is that preset's.
+Go is not needed where this runs: pass a static linux/amd64 build of tinygpt.
+
+A shared machine's speed drifts by 10-30% over minutes, for both programs. So the two run in
+turn, preset by preset, each in a process of its own, for --rounds rounds; the table gives
+each side's median over the rounds (each round's figure is itself the median of --steps
+steps), the ratio of those medians, and the lowest and highest ratio of a single round. Each
+process runs one preset, so the peak RSS column is that preset's.
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
-import bench_torch
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_ours(binary, preset, threads, steps, warmup, backend="cpu"):
@@ -29,6 +35,16 @@ def run_ours(binary, preset, threads, steps, warmup, backend="cpu"):
     return json.loads(out.splitlines()[0])
 
 
+def run_torch(preset, threads, steps, warmup):
+    """Runs bench_torch.py on the CPU for one preset in a process of its own (its worker
+    threads end with it, so they cannot slow down the next run) and returns its JSON result."""
+    cmd = [sys.executable, os.path.join(HERE, "bench_torch.py"), "--device", "cpu",
+           "--threads", str(threads), "--presets", preset, "--steps", str(steps),
+           "--warmup", str(warmup)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[0])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tinygpt", required=True, help="path of the tinygpt binary")
@@ -36,29 +52,43 @@ def main(argv=None):
     ap.add_argument("--presets", default="tiny,small,medium,large,xl,huge")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each side, taken in turn")
     a = ap.parse_args(argv)
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
 
-    # All of ours first, each in its own process, then all of PyTorch's: PyTorch's worker threads
-    # keep spinning for a while after each run and would slow down a process started next.
     names = a.presets.split(",")
-    ours = {name: run_ours(a.tinygpt, name, a.threads, a.steps, a.warmup) for name in names}
-    bench_torch.torch.set_num_threads(a.threads)
-    rows = []
-    for name in names:
-        o, t = ours[name], bench_torch.bench(name, "cpu", "eager", a.steps, a.warmup)
-        rows.append((name, o, t))
-        print(json.dumps({"preset": name, "tinygpt": o, "pytorch": t}), file=sys.stderr, flush=True)
+    ours = {name: [] for name in names}
+    theirs = {name: [] for name in names}
+    torch_version = ""
+    for r in range(a.rounds):
+        for name in names:
+            o = run_ours(a.tinygpt, name, a.threads, a.steps, a.warmup)
+            t = run_torch(name, a.threads, a.steps, a.warmup)
+            torch_version = t.get("torch", torch_version)
+            ours[name].append(o)
+            theirs[name].append(t)
+            print(json.dumps({"round": r + 1, "preset": name, "tinygpt": o, "pytorch": t}),
+                  file=sys.stderr, flush=True)
 
-    print(f"CPU, {a.threads} threads for both; median of {a.steps} steps after {a.warmup} warm-up steps;"
-          f" PyTorch {bench_torch.torch.__version__}")
+    print(f"CPU, {a.threads} threads for both; each round the median of {a.steps} steps after"
+          f" {a.warmup} warm-up steps; medians of {a.rounds} rounds, the two run in turn;"
+          f" PyTorch {torch_version}")
     print()
-    print("| preset | batch×ctx | TinyGPT ms/step | PyTorch ms/step | ratio | TinyGPT GFLOP/s"
-          " | TinyGPT peak RSS MB | decode tok/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, o, t in rows:
-        print(f"| {name} | {o['batch']}×{o['ctx']} | {o['ms_per_step']:.2f} | {t['ms_per_step']:.2f} |"
-              f" {o['ms_per_step'] / t['ms_per_step']:.2f} | {o['gflops']:.0f} |"
-              f" {o['peak_rss_mb']:.0f} | {o['decode_tokens_per_s']:,.0f} |")
+    print("| preset | batch×ctx | TinyGPT ms/step | PyTorch ms/step | ratio | ratio per round"
+          " | TinyGPT GFLOP/s | TinyGPT peak RSS MB | decode tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        os_, ts = ours[name], theirs[name]
+        o_ms = statistics.median(o["ms_per_step"] for o in os_)
+        t_ms = statistics.median(t["ms_per_step"] for t in ts)
+        per_round = [o["ms_per_step"] / t["ms_per_step"] for o, t in zip(os_, ts)]
+        flops = statistics.median(o["gflops"] for o in os_)
+        rss = max(o["peak_rss_mb"] for o in os_)
+        decode = statistics.median(o["decode_tokens_per_s"] for o in os_)
+        print(f"| {name} | {os_[0]['batch']}×{os_[0]['ctx']} | {o_ms:.2f} | {t_ms:.2f} |"
+              f" {o_ms / t_ms:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {flops:.0f} |"
+              f" {rss:.0f} | {decode:,.0f} |")
 
 
 if __name__ == "__main__":
