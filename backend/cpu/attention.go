@@ -300,6 +300,12 @@ func dotGo(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+func dotRowsGo(out, q, k []float32, ld int) {
+	for r := range out {
+		out[r] = dot(q, k[r*ld:])
+	}
+}
+
 func axpyGo(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	for i := range y {
@@ -308,19 +314,19 @@ func axpyGo(y []float32, a float32, x []float32) {
 }
 
 // decode attends the single query q [C] (the newest position, t.T−1) over the cached keys and
-// values of rows [0, t.T) with dot products and axpys straight from the cache: a matrix
-// product of one row would waste most of the micro-kernel. The result equals row t.T−1 of a
-// full pass up to float32 rounding (the sums run in another order).
+// values of rows [0, t.T) straight from the cache: a matrix product of one row would waste
+// most of the micro-kernel. The scores are dot products with the cached keys and the output
+// a sum of the cached values, each over all rows in one kernel call: the head's slice of a
+// row is a few cache lines 3C floats from the last, so one call per row (a dot or an axpy)
+// spent most of its time waiting for each row in turn (huge's decode on 16 threads: 983 →
+// 1,478 tokens/s; docs/performance.md, twenty-second session). The result equals row t.T−1
+// of a full pass up to float32 rounding (the sums run in another order).
 func (t *attentionTask) decode(w, h int) {
 	s := t.scratch[w].s[:t.T]
 	qt := t.q[h*t.hs:][:t.hs]
-	for j := range s {
-		s[j] = dot(qt, t.row(t.k, t.ld, j, h))
-	}
+	dotRows(s, qt, t.k[h*t.hs:], t.ld)
 	softmaxRow(s, t.scale)
 	o := t.out[h*t.hs:][:t.hs]
 	clear(o)
-	for j, p := range s {
-		axpy(o, p, t.row(t.v, t.ld, j, h))
-	}
+	gemvRows(o, s, t.v[h*t.hs:], t.ld) // o = Σ_j s[j]·v_j
 }

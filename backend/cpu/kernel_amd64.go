@@ -72,6 +72,20 @@ func dot(a, b []float32) float32 {
 	return s + dotGo(a[n8:], b[n8:len(a)])
 }
 
+//go:noescape
+func dotRows8FMA(out, q, k *float32, ld, rows, n int)
+
+// dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)), the same sums as dot's.
+func dotRows(out, q, k []float32, ld int) {
+	n8 := len(q) &^ 7
+	if !useFMA || n8 != len(q) || len(out) == 0 {
+		dotRowsGo(out, q, k, ld)
+		return
+	}
+	_ = k[(len(out)-1)*ld+len(q)-1]
+	dotRows8FMA(&out[0], &q[0], &k[0], ld, len(out), n8)
+}
+
 // axpy adds a·x to y over len(y) elements (x must be at least as long).
 func axpy(y []float32, a float32, x []float32) {
 	n8 := len(y) &^ 7

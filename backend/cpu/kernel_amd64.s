@@ -426,3 +426,78 @@ am8store:
 amdone:
 	VZEROUPPER
 	RET
+
+// func dotRows8FMA(out, q, k *float32, ld, rows, n int)
+//
+// out[r] = Σ_i q[i]·k[r·ld+i] for r in [0, rows) and n a positive multiple of 8, each sum
+// computed exactly as dot8FMA computes it. The rows are far apart (a KV cache's rows), so
+// each is prefetched 8 rows ahead: the hardware's prefetchers do not follow strides that
+// cross pages.
+TEXT ·dotRows8FMA(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), R8
+	MOVQ q+8(FP), R9
+	MOVQ k+16(FP), R10
+	MOVQ ld+24(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+32(FP), R12
+	MOVQ n+40(FP), R13
+	MOVQ R11, R14
+	SHLQ $3, R14
+drow:
+	TESTQ R12, R12
+	JEQ ddone
+	LEAQ (R10)(R14*1), BX
+	MOVQ R13, DX
+	SHLQ $2, DX
+dpf:
+	PREFETCHT0 (BX)
+	ADDQ $64, BX
+	SUBQ $64, DX
+	JGE dpf
+	MOVQ R9, SI
+	MOVQ R10, DI
+	MOVQ R13, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+d32:
+	CMPQ CX, $32
+	JLT d8
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP d32
+d8:
+	CMPQ CX, $8
+	JLT dsum
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP d8
+dsum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	MOVSS X0, (R8)
+	ADDQ $4, R8
+	ADDQ R11, R10
+	DECQ R12
+	JMP drow
+ddone:
+	VZEROUPPER
+	RET

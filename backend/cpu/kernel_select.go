@@ -81,3 +81,6 @@ func transposeRows(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 
 // pause is a spin-wait hint; there is none here.
 func pause() {}
+
+// dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)).
+func dotRows(out, q, k []float32, ld int) { dotRowsGo(out, q, k, ld) }

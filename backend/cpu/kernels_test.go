@@ -579,19 +579,22 @@ func TestAttention(t *testing.T) {
 func TestAttentionDecodeMatchesFullPass(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	be := New()
-	T, C, NH := 9, 12, 3
-	x := randVec(rng, 3*T*C, 1) // q, k and v as column blocks
-	out, lse := be.Alloc(T*C), be.Alloc(NH*T)
-	be.Attention(out, lse, upload(be, x), 1, T, C, NH)
-	full := download(be, out)
-	cache := be.Alloc(3 * T * C)
-	o := be.Alloc(C)
-	for pos := 0; pos < T; pos++ {
-		be.AttentionDecode(o, upload(be, x[3*pos*C:3*(pos+1)*C]), cache, pos, C, NH)
-		got := download(be, o)
-		for i := range got {
-			if d := math.Abs(float64(got[i] - full[pos*C+i])); d > 1e-6 {
-				t.Fatalf("position %d element %d: decode %v, full pass %v", pos, i, got[i], full[pos*C+i])
+	// Head sizes 4 (no whole vector), 32 (whole vectors) and 36 (both).
+	for _, s := range []struct{ T, C, NH int }{{9, 12, 3}, {21, 64, 2}, {14, 72, 2}} {
+		T, C, NH := s.T, s.C, s.NH
+		x := randVec(rng, 3*T*C, 1) // q, k and v as column blocks
+		out, lse := be.Alloc(T*C), be.Alloc(NH*T)
+		be.Attention(out, lse, upload(be, x), 1, T, C, NH)
+		full := download(be, out)
+		cache := be.Alloc(3 * T * C)
+		o := be.Alloc(C)
+		for pos := 0; pos < T; pos++ {
+			be.AttentionDecode(o, upload(be, x[3*pos*C:3*(pos+1)*C]), cache, pos, C, NH)
+			got := download(be, o)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - full[pos*C+i])); d > 1e-6 {
+					t.Fatalf("C %d, %d heads, position %d element %d: decode %v, full pass %v", C, NH, pos, i, got[i], full[pos*C+i])
+				}
 			}
 		}
 	}
@@ -1137,6 +1140,26 @@ func TestAddLayerNormMatchesSeparateCalls(t *testing.T) {
 					assertSameBits(t, fmt.Sprintf("%dx%d, %d workers, in place %v: %s against Add and LayerNorm", N, C, workers, inPlace, name), f32(got[i]), f32(want[i]))
 				}
 			}
+		}
+	}
+}
+
+// dotRows (a KV cache's scores in decoding) gives the bits of dot row by row, for head
+// sizes with and without a vector tail, and rows far apart.
+func TestDotRowsMatchesDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, hs := range []int{4, 8, 12, 16, 32, 40, 64, 96} {
+		for _, rows := range []int{1, 3, 9, 40} {
+			ld := 3*hs + 5
+			q := to32(randVec(rng, hs, 1))
+			k := to32(randVec(rng, (rows-1)*ld+hs, 1))
+			got := make([]float32, rows)
+			dotRows(got, q, k, ld)
+			want := make([]float32, rows)
+			for r := range want {
+				want[r] = dot(q, k[r*ld:r*ld+hs])
+			}
+			assertSameBits(t, fmt.Sprintf("hs %d, %d rows", hs, rows), got, want)
 		}
 	}
 }
