@@ -12,12 +12,9 @@ import (
 //go:noescape
 func gemm6x16FMA(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
-// dot8FMA and axpy8FMA are the vector kernels of attention in kernel_amd64.s; n must be a
+// axpy8FMA and dotRows8FMA are vector kernels of attention in kernel_amd64.s; n must be a
 // positive multiple of 8.
 //
-//go:noescape
-func dot8FMA(a, b *float32, n int) float32
-
 //go:noescape
 func axpy8FMA(y, x *float32, a float32, n int)
 
@@ -65,7 +62,7 @@ func dot(a, b []float32) float32 {
 	var s float32
 	if useFMA && n8 > 0 {
 		_ = b[len(a)-1]
-		s = dot8FMA(&a[0], &b[0], n8)
+		dotRows8FMA(&s, &a[0], &b[0], 0, 1, n8)
 	} else {
 		n8 = 0
 	}
@@ -75,7 +72,8 @@ func dot(a, b []float32) float32 {
 //go:noescape
 func dotRows8FMA(out, q, k *float32, ld, rows, n int)
 
-// dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)), the same sums as dot's.
+// dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)), the same sums as dot's
+// (which is dotRows8FMA on one row).
 func dotRows(out, q, k []float32, ld int) {
 	n8 := len(q) &^ 7
 	if !useFMA || n8 != len(q) || len(out) == 0 {

@@ -118,54 +118,6 @@ nobias:
 	VZEROUPPER
 	RET
 
-// func dot8FMA(a, b *float32, n int) float32
-//
-// Σ a[i]·b[i] for n a positive multiple of 8, in four interleaved 8-wide accumulators (32 per
-// iteration while n allows) that are summed at the end.
-TEXT ·dot8FMA(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-dot32:
-	CMPQ CX, $32
-	JLT dot8
-	VMOVUPS (SI), Y4
-	VMOVUPS 32(SI), Y5
-	VMOVUPS 64(SI), Y6
-	VMOVUPS 96(SI), Y7
-	VFMADD231PS (DI), Y4, Y0
-	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JMP dot32
-dot8:
-	CMPQ CX, $8
-	JLT dotdone
-	VMOVUPS (SI), Y4
-	VFMADD231PS (DI), Y4, Y0
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $8, CX
-	JMP dot8
-dotdone:
-	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
-	VZEROUPPER
-	MOVSS X0, ret+24(FP)
-	RET
-
 // func axpy8FMA(y, x *float32, a float32, n int)
 //
 // y[i] += a·x[i] for n a positive multiple of 8.
@@ -429,10 +381,10 @@ amdone:
 
 // func dotRows8FMA(out, q, k *float32, ld, rows, n int)
 //
-// out[r] = Σ_i q[i]·k[r·ld+i] for r in [0, rows) and n a positive multiple of 8, each sum
-// computed exactly as dot8FMA computes it. The rows are far apart (a KV cache's rows), so
-// each is prefetched 8 rows ahead: the hardware's prefetchers do not follow strides that
-// cross pages.
+// out[r] = Σ_i q[i]·k[r·ld+i] for r in [0, rows) and n a positive multiple of 8, each sum in
+// four interleaved 8-wide accumulators (32 terms per iteration while n allows) added up at
+// the end. Rows may be far apart (a KV cache's rows), so each is prefetched 8 rows ahead:
+// the hardware's prefetchers do not follow strides that cross pages.
 TEXT ·dotRows8FMA(SB), NOSPLIT, $0-48
 	MOVQ out+0(FP), R8
 	MOVQ q+8(FP), R9
