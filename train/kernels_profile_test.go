@@ -73,6 +73,14 @@ func (b *timedBackend) Dropout(out, in backend.Tensor, n int, p float32, seed ui
 	defer b.time("Dropout", time.Now())
 	b.Backend.Dropout(out, in, n, p, seed)
 }
+func (b *timedBackend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
+	defer b.time("DropoutBackward", time.Now())
+	b.Backend.DropoutBackward(din, dout, n, p, seed)
+}
+func (b *timedBackend) Mul(out, x, y backend.Tensor, n int) {
+	defer b.time("Mul", time.Now())
+	b.Backend.Mul(out, x, y, n)
+}
 func (b *timedBackend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 	defer b.time("Attention", time.Now())
 	b.Backend.Attention(out, lse, qkv, B, T, C, NH)
