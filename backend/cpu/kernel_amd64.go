@@ -18,6 +18,9 @@ func gemm6x16FMA(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32,
 //go:noescape
 func axpy8FMA(y, x *float32, a float32, n int)
 
+//go:noescape
+func dotRows8FMA(out, q, k *float32, ld, rows, n int)
+
 var useFMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA && !noAsm
 
 //go:noescape
@@ -68,9 +71,6 @@ func dot(a, b []float32) float32 {
 	}
 	return s + dotGo(a[n8:], b[n8:len(a)])
 }
-
-//go:noescape
-func dotRows8FMA(out, q, k *float32, ld, rows, n int)
 
 // dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)), the same sums as dot's
 // (which is dotRows8FMA on one row).
