@@ -79,14 +79,14 @@ def main(argv=None):
           " | TinyGPT GFLOP/s | TinyGPT peak RSS MB | decode tok/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        os_, ts = ours[name], theirs[name]
-        o_ms = statistics.median(o["ms_per_step"] for o in os_)
-        t_ms = statistics.median(t["ms_per_step"] for t in ts)
-        per_round = [o["ms_per_step"] / t["ms_per_step"] for o, t in zip(os_, ts)]
-        flops = statistics.median(o["gflops"] for o in os_)
-        rss = max(o["peak_rss_mb"] for o in os_)
-        decode = statistics.median(o["decode_tokens_per_s"] for o in os_)
-        print(f"| {name} | {os_[0]['batch']}×{os_[0]['ctx']} | {o_ms:.2f} | {t_ms:.2f} |"
+        o_runs, t_runs = ours[name], theirs[name]
+        o_ms = statistics.median(o["ms_per_step"] for o in o_runs)
+        t_ms = statistics.median(t["ms_per_step"] for t in t_runs)
+        per_round = [o["ms_per_step"] / t["ms_per_step"] for o, t in zip(o_runs, t_runs)]
+        flops = statistics.median(o["gflops"] for o in o_runs)
+        rss = max(o["peak_rss_mb"] for o in o_runs)
+        decode = statistics.median(o["decode_tokens_per_s"] for o in o_runs)
+        print(f"| {name} | {o_runs[0]['batch']}×{o_runs[0]['ctx']} | {o_ms:.2f} | {t_ms:.2f} |"
               f" {o_ms / t_ms:.2f} | {min(per_round):.2f}–{max(per_round):.2f} | {flops:.0f} |"
               f" {rss:.0f} | {decode:,.0f} |")
 
