@@ -136,8 +136,11 @@ type Backend interface {
 	// LinearBackward is the backward pass of Linear (without its GELU) for N rows: din =
 	// dout·wᵀ (din += with accumulate), dw += inᵀ·dout and dbias += the column sums of dout,
 	// each summed exactly as MatMul (NT), MatMul (TN, accumulating) and BiasBackward alone
-	// would. The three are independent, so a backend may compute them side by side.
-	LinearBackward(din, dw, dbias, dout, in, w Tensor, N, IC, OC int, accumulate bool)
+	// would. The three are independent, so a backend may compute them side by side. When
+	// dgelu [N, IC] is not nil, din is then multiplied by it elementwise, as Mul would: with
+	// the GELU' that the Linear producing in kept (see Linear), din becomes the gradient before
+	// that GELU.
+	LinearBackward(din, dw, dbias, dout, in, w, dgelu Tensor, N, IC, OC int, accumulate bool)
 	// AddBias adds bias [C] to each of the N rows of out.
 	AddBias(out, bias Tensor, N, C int)
 	// BiasBackward adds the column sums of dout [N, C] into dbias.

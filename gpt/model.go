@@ -412,16 +412,16 @@ func (m *Model) Backward() error {
 		x, a, lw, lg := ws.res[l], &ws.layers[l], &w.layers[l], &g.layers[l]
 		// ws.dres is the gradient of res[l+1] = res2 + mlp(res2).
 		dproj := dropoutGrad(ws.dres, l, siteMLP)
-		be.LinearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, N, F, C, false)
-		be.Mul(ws.dfch, ws.dfch, a.fch, N*F) // through the GELU: times GELU' kept by forward
-		be.LinearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, N, C, F, false)
+		// ws.dfch is the gradient before the GELU: times the GELU' that forward kept in a.fch.
+		be.LinearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, a.fch, N, F, C, false)
+		be.LinearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, nil, N, C, F, false)
 		be.LayerNormBackward(ws.dres, lg.ln2G, lg.ln2B, ws.dln, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C)
 
 		// ws.dres is now the gradient of res2 = x + attn(x).
 		dproj = dropoutGrad(ws.dres, l, siteAttention)
-		be.LinearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, N, C, C, false)
+		be.LinearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, nil, N, C, C, false)
 		be.AttentionBackward(ws.dqkv, ws.datt, a.qkv, a.att, a.attLSE, B, T, C, NH)
-		be.LinearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, N, C, 3*C, false)
+		be.LinearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, nil, N, C, 3*C, false)
 		be.LayerNormBackward(ws.dres, lg.ln1G, lg.ln1B, ws.dln, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C)
 	}
 

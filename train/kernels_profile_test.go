@@ -53,9 +53,9 @@ func (b *timedBackend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC in
 	defer b.time(fmt.Sprintf("Linear %dx%dx%d gelu=%v", N, OC, IC, act != nil), time.Now())
 	b.Backend.Linear(out, act, in, w, bias, N, IC, OC)
 }
-func (b *timedBackend) LinearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, acc bool) {
-	defer b.time(fmt.Sprintf("LinearBackward %dx%dx%d", N, IC, OC), time.Now())
-	b.Backend.LinearBackward(din, dw, db, dout, in, w, N, IC, OC, acc)
+func (b *timedBackend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor, N, IC, OC int, acc bool) {
+	defer b.time(fmt.Sprintf("LinearBackward %dx%dx%d gelu=%v", N, IC, OC, dgelu != nil), time.Now())
+	b.Backend.LinearBackward(din, dw, db, dout, in, w, dgelu, N, IC, OC, acc)
 }
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())

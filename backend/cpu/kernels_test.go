@@ -335,7 +335,7 @@ func newTestBackend(workers int, kern microKernel) *Backend {
 func productBits(be *Backend, s product, a, b, c0, bias []float64, acc bool) []float32 {
 	c := upload(be, c0)
 	if bias != nil {
-		be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), f32(upload(be, bias)), nil, s.M, s.N, s.K, s.l, acc)
+		be.matmul(f32(c), f32(upload(be, a)), f32(upload(be, b)), epilogue{bias: f32(upload(be, bias))}, s.M, s.N, s.K, s.l, acc)
 	} else {
 		be.MatMul(c, upload(be, a), upload(be, b), s.M, s.N, s.K, s.l, acc)
 	}
@@ -477,7 +477,7 @@ func TestLinearBackward(t *testing.T) {
 
 		dx, dw, db := be.Alloc(N*IC), be.Alloc(IC*OC), be.Alloc(OC)
 		dy := upload(be, r)
-		be.LinearBackward(dx, dw, db, dy, upload(be, x), upload(be, w), N, IC, OC, false)
+		be.LinearBackward(dx, dw, db, dy, upload(be, x), upload(be, w), nil, N, IC, OC, false)
 		assertClose(t, "dx", download(be, dx), numGrad(x, r, func(x []float64) []float64 { return fwd(x, w, b) }), 1e-5)
 		assertClose(t, "dw", download(be, dw), numGrad(w, r, func(w []float64) []float64 { return fwd(x, w, b) }), 1e-5)
 		assertClose(t, "db", download(be, db), numGrad(b, r, func(b []float64) []float64 { return fwd(x, w, b) }), 1e-5)
@@ -1086,28 +1086,39 @@ func TestGemvRowsWidths(t *testing.T) {
 }
 
 // TestLinearBackwardMatchesSeparateCalls requires LinearBackward, whose products and bias sums
-// run side by side, to give the same bits as MatMul (NT), MatMul (TN) and BiasBackward called
-// one after the other: shapes whose input or weight gradient splits K, whose weight gradient
-// packs dout, a single row, an input gradient that accumulates or not, on 1, 2, 3, 7 and 16
-// workers.
+// run side by side, to give the same bits as MatMul (NT), MatMul (TN), BiasBackward and (with
+// dgelu) Mul called one after the other: shapes whose input or weight gradient splits K, whose
+// weight gradient packs dout, a single row, an input gradient that accumulates or not, on 1,
+// 2, 3, 7 and 16 workers.
 func TestLinearBackwardMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, s := range [][3]int{{1536, 192, 768}, {1536, 768, 192}, {600, 300, 300}, {200, 64, 600}, {97, 13, 40}, {1, 30, 20}, {2, 7, 5}, {2048, 256, 1024}} {
 		N, IC, OC := s[0], s[1], s[2]
 		dout, in, w := randVec(rng, N*OC, 1), randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1)
-		din0, dw0, db0 := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1), randVec(rng, OC, 1)
-		for _, acc := range []bool{false, true} {
+		din0, dw0, db0, gelu := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1), randVec(rng, OC, 1), randVec(rng, N*IC, 1)
+		for _, c := range []struct{ acc, gelu bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 			ref := newTestBackend(1, bestKernel())
 			want := [3]backend.Tensor{upload(ref, din0), upload(ref, dw0), upload(ref, db0)}
-			ref.MatMul(want[0], upload(ref, dout), upload(ref, w), N, IC, OC, backend.NT, acc)
+			ref.MatMul(want[0], upload(ref, dout), upload(ref, w), N, IC, OC, backend.NT, c.acc)
 			ref.MatMul(want[1], upload(ref, in), upload(ref, dout), IC, OC, N, backend.TN, true)
 			ref.BiasBackward(want[2], upload(ref, dout), N, OC)
-			for _, workers := range []int{1, 2, 3, 7, 16} {
+			if c.gelu {
+				ref.Mul(want[0], want[0], upload(ref, gelu), N*IC)
+			}
+			workers := []int{1, 2, 3, 7, 16}
+			if c.gelu && c.acc {
+				workers = []int{1, 7}
+			}
+			for _, workers := range workers {
 				be := newTestBackend(workers, bestKernel())
 				got := [3]backend.Tensor{upload(be, din0), upload(be, dw0), upload(be, db0)}
-				be.LinearBackward(got[0], got[1], got[2], upload(be, dout), upload(be, in), upload(be, w), N, IC, OC, acc)
+				var dgelu backend.Tensor
+				if c.gelu {
+					dgelu = upload(be, gelu)
+				}
+				be.LinearBackward(got[0], got[1], got[2], upload(be, dout), upload(be, in), upload(be, w), dgelu, N, IC, OC, c.acc)
 				for i, name := range []string{"din", "dw", "db"} {
-					assertSameBits(t, fmt.Sprintf("%dx%dx%d acc=%v, %d workers: %s against separate calls", N, IC, OC, acc, workers, name), f32(got[i]), f32(want[i]))
+					assertSameBits(t, fmt.Sprintf("%dx%dx%d acc=%v gelu=%v, %d workers: %s against separate calls", N, IC, OC, c.acc, c.gelu, workers, name), f32(got[i]), f32(want[i]))
 				}
 			}
 		}

@@ -113,10 +113,9 @@ func newMMScratch(k microKernel) mmScratch {
 
 // matmulTask is one matrix product in flight; its fields are set by MatMul before each run.
 type matmulTask struct {
-	be         *Backend
-	c, a       []float32
-	bias       []float32
-	act        []float32 // if not nil, GELU(C) is written here, tile by tile
+	be   *Backend
+	c, a []float32
+	epilogue
 	M, N, K    int
 	accumulate bool
 	rs, ks     int  // strides of op(A): element (i, k) is a[i·rs + k·ks]
@@ -133,9 +132,27 @@ type matmulTask struct {
 // splitTask adds the slices of a split product into C (see matmulTask.split), by rows.
 type splitTask struct{ t *matmulTask }
 
+// An epilogue is what a product does to C after its sum: add bias [N] to every row, then
+// either write act = GELU(C) and C = GELU'(C) (act not nil; act may be C itself, then only the
+// GELU is written), or multiply C elementwise by mul [M, N] (mul not nil). It runs on each
+// tile of C as soon as the tile is complete, while it is still in the cache.
+type epilogue struct{ bias, act, mul []float32 }
+
+// finish applies the epilogue, less its bias, to cols columns from column j0 of rows
+// [i0, i1) of c, whose rows are ldc floats apart.
+func (e *epilogue) finish(c []float32, ldc, i0, i1, j0, cols int) {
+	for i := i0; e.act != nil && i < i1; i++ {
+		geluEpilogue(e.act[i*ldc+j0:][:cols], c[i*ldc+j0:][:cols])
+	}
+	for i := i0; e.mul != nil && i < i1; i++ {
+		row := c[i*ldc+j0:][:cols]
+		mulSlice(row, row, e.mul[i*ldc+j0:])
+	}
+}
+
 // MatMul implements backend.Backend.
 func (be *Backend) MatMul(c, a, b backend.Tensor, M, N, K int, l backend.Layout, accumulate bool) {
-	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], nil, nil, M, N, K, l, accumulate)
+	be.matmul(f32(c)[:M*N], f32(a)[:M*K], f32(b)[:K*N], epilogue{}, M, N, K, l, accumulate)
 }
 
 // Linear implements backend.Backend. The GELU and its derivative are computed on each tile of
@@ -145,37 +162,30 @@ func (be *Backend) Linear(out, act, in, w, bias backend.Tensor, N, IC, OC int) {
 	if act != nil {
 		a = f32(act)[:N*OC]
 	}
-	be.matmul(f32(out)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC], f32(bias)[:OC], a, N, OC, IC, backend.NN, false)
+	be.matmul(f32(out)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], act: a}, N, OC, IC, backend.NN, false)
 }
 
-// matmul computes c (+)= op(a)·op(b) (+ bias), the bias added to every row after the sum, and
-// act = GELU(c) when act is not nil.
-func (be *Backend) matmul(c, a, b, bias, act []float32, M, N, K int, l backend.Layout, accumulate bool) {
+// matmul computes c (+)= op(a)·op(b), followed by the epilogue ep.
+func (be *Backend) matmul(c, a, b []float32, ep epilogue, M, N, K int, l backend.Layout, accumulate bool) {
 	if K == 0 {
 		if !accumulate {
 			clear(c)
 		}
-		for i := 0; bias != nil && i < M; i++ {
-			for j, v := range bias[:N] {
+		for i := 0; ep.bias != nil && i < M; i++ {
+			for j, v := range ep.bias[:N] {
 				c[i*N+j] += v
 			}
 		}
-		if act != nil {
-			for i := range M {
-				geluEpilogue(act[i*N:(i+1)*N], c[i*N:(i+1)*N])
-			}
-		}
+		ep.finish(c, N, 0, M, 0, N)
 		return
 	}
 	if M == 1 {
-		be.gemv(c, a, b, bias, N, K, l == backend.NT, accumulate)
-		if act != nil {
-			geluEpilogue(act, c)
-		}
+		be.gemv(c, a, b, ep.bias, N, K, l == backend.NT, accumulate)
+		ep.finish(c, N, 0, 1, 0, N)
 		return
 	}
 	t := &be.mm
-	n, packed, trans := be.plan(t, be.pool.workers, c, a, bias, act, M, N, K, l, accumulate)
+	n, packed, trans := be.plan(t, be.pool.workers, c, a, ep, M, N, K, l, accumulate)
 	if packed && be.pool.workers == 1 && n == 1 && K > kcBlock {
 		be.matmulByBlocks(t, b, trans)
 		return
@@ -208,23 +218,28 @@ func (t *matmulTask) chunks(n int, buf *[]float32) (chunks, cost int) {
 // weight gradient (inᵀ·dout, or its slices when K is split) and of the bias gradient's
 // per-block column sums, each product tiled for half the workers; a second loop finishes
 // what the first left in slices. Each of the three is summed exactly as MatMul and
-// BiasBackward alone would sum it.
-func (be *Backend) LinearBackward(din, dw, db, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
+// BiasBackward alone would sum it. The GELU' multiplies each tile of the input gradient as soon
+// as the tile is complete (see epilogue).
+func (be *Backend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor, N, IC, OC int, accumulate bool) {
+	do, x, wt := f32(dout)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC]
+	var ep epilogue
+	if dgelu != nil {
+		ep.mul = f32(dgelu)[:N*IC]
+	}
 	if be.pool.workers == 1 || N < 2 {
-		be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
+		be.matmul(f32(din)[:N*IC], do, wt, ep, N, IC, OC, backend.NT, accumulate)
 		be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
 		be.BiasBackward(db, dout, N, OC)
 		return
 	}
-	do, x, wt := f32(dout)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC]
 	half := be.pool.workers / 2
 	g := &be.group
 
 	t1 := &be.mm // din = dout·Wᵀ: B is Wᵀ, always packed
-	n1, _, _ := be.plan(t1, half, f32(din)[:N*IC], do, nil, nil, N, IC, OC, backend.NT, accumulate)
+	n1, _, _ := be.plan(t1, half, f32(din)[:N*IC], do, ep, N, IC, OC, backend.NT, accumulate)
 	t1.b = be.packB(&be.bpack, wt, IC, OC, 0, OC, true)
 	t2 := &be.mm2 // dw += inᵀ·dout
-	n2, packed, _ := be.plan(t2, half, f32(dw)[:IC*OC], x, nil, nil, IC, OC, N, backend.TN, true)
+	n2, packed, _ := be.plan(t2, half, f32(dw)[:IC*OC], x, epilogue{}, IC, OC, N, backend.TN, true)
 	t2.b = bMat{b: do, bs: OC, ps: be.kern.nr}
 	if packed {
 		t2.b = be.packB(&be.bpack2, do, OC, N, 0, N, false)
@@ -297,12 +312,12 @@ func (g *taskGroup) run(w, lo, hi int) {
 	}
 }
 
-// plan sets t up for c (+)= op(a)·op(b) (+ bias, and act = GELU(c)) computed by the given
+// plan sets t up for c (+)= op(a)·op(b) and the epilogue ep computed by the given
 // number of workers, all but its B operand, and returns the number of tiles n (the loop has
 // n·t.split chunks when t.split > 0, else n) and whether B has to be packed (transposed, with
 // trans) before the loop runs.
-func (be *Backend) plan(t *matmulTask, workers int, c, a, bias, act []float32, M, N, K int, l backend.Layout, accumulate bool) (n int, packed, trans bool) {
-	t.be, t.c, t.a, t.bias, t.act = be, c, a, bias, act
+func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue, M, N, K int, l backend.Layout, accumulate bool) (n int, packed, trans bool) {
+	t.be, t.c, t.a, t.epilogue = be, c, a, ep
 	t.M, t.N, t.K, t.accumulate = M, N, K, accumulate
 	if l == backend.TN { // A is [K, M]
 		t.rs, t.ks = 1, M
@@ -361,16 +376,16 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a, bias, act []float32, M
 // matmulByBlocks computes a single worker's product of one tile whose B is packed (see bMat)
 // a k block at a time: B's block is packed just before it is used, so it is read back from
 // L2, where a whole packed B (8 MB for huge's 256×1024×2048 TN) went out to L3 and came back.
-// Each block's sum is added to C in block order, the bias and the GELU after the last, as
+// Each block's sum is added to C in block order, the epilogue after the last, as
 // gemm would have.
 func (be *Backend) matmulByBlocks(t *matmulTask, b []float32, trans bool) {
-	a, K, accumulate, bias, act := t.a, t.K, t.accumulate, t.bias, t.act
+	a, K, accumulate, ep := t.a, t.K, t.accumulate, t.epilogue
 	for k0 := 0; k0 < K; k0 += kcBlock {
 		kc := min(kcBlock, K-k0)
 		t.b = be.packB(&be.bpack, b, t.N, K, k0, kc, trans)
-		t.a, t.K, t.accumulate, t.bias, t.act = a[k0*t.ks:], kc, accumulate || k0 > 0, nil, nil
+		t.a, t.K, t.accumulate, t.epilogue = a[k0*t.ks:], kc, accumulate || k0 > 0, epilogue{}
 		if k0+kc == K {
-			t.bias, t.act = bias, act
+			t.epilogue = ep
 		}
 		be.pool.Run(t, 1, 1, 2*t.mc*t.nc*kc/64)
 	}
@@ -431,7 +446,7 @@ func (t *matmulTask) blockOfTile(s *mmScratch, blk, i0, j0, mc, nc int) {
 	t.be.kern.gemm(s, mc, nc, min(kcBlock, t.K-k0), t.a[i0*t.rs+k0*t.ks:], t.rs, t.ks, b, c[i0*t.N+j0:], t.N, false, nil)
 }
 
-// run adds the slices into rows [lo, hi) of C, then the bias and the GELU, as tile would.
+// run adds the slices into rows [lo, hi) of C, then the epilogue, as tile would.
 func (st *splitTask) run(_, lo, hi int) {
 	t := st.t
 	N := t.N
@@ -441,9 +456,7 @@ func (st *splitTask) run(_, lo, hi int) {
 		if t.bias != nil {
 			addSlice(row, row, t.bias[:N])
 		}
-		if t.act != nil {
-			geluEpilogue(t.act[i*N:(i+1)*N], row)
-		}
+		t.finish(t.c, N, i, i+1, 0, N)
 	}
 }
 
@@ -470,11 +483,7 @@ func (t *matmulTask) tile(s *mmScratch, i0, j0, mc, nc int) {
 	b := t.b
 	b.b = b.b[j0/t.be.kern.nr*b.ps:]
 	t.be.kern.gemm(s, mc, nc, t.K, t.a[i0*t.rs:], t.rs, t.ks, b, t.c[i0*t.N+j0:], t.N, t.accumulate, bias)
-	if t.act != nil {
-		for i := i0; i < i0+mc; i++ {
-			geluEpilogue(t.act[i*t.N+j0:i*t.N+j0+nc], t.c[i*t.N+j0:i*t.N+j0+nc])
-		}
-	}
+	t.finish(t.c, t.N, i0, i0+mc, j0, nc)
 }
 
 // A bMat is the B operand of gemm, read by the micro-kernel in panels of NR columns: B[k, j] is

@@ -301,13 +301,16 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 	be.elementwise("add_bias", []uint32{uint32(N * C), uint32(C)}, ten(out), ten(bias), nil, N*C)
 }
 
-// LinearBackward implements backend.Backend as the three kernels it stands for: the two
-// products run as one dispatch and the bias gradient joins the second (see pairs and
-// BiasBackward).
-func (be *Backend) LinearBackward(din, dw, dbias, dout, in, w backend.Tensor, N, IC, OC int, accumulate bool) {
+// LinearBackward implements backend.Backend as the kernels it stands for: the two products
+// run as one dispatch, the bias gradient joins the second (see pairs and BiasBackward) and
+// the multiplication by dgelu the first (see Mul).
+func (be *Backend) LinearBackward(din, dw, dbias, dout, in, w, dgelu backend.Tensor, N, IC, OC int, accumulate bool) {
 	be.MatMul(din, dout, w, N, IC, OC, backend.NT, accumulate)
 	be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
 	be.BiasBackward(dbias, dout, N, OC)
+	if dgelu != nil {
+		be.Mul(din, din, dgelu, N*IC)
+	}
 }
 
 // BiasBackward implements backend.Backend.

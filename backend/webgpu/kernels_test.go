@@ -768,9 +768,9 @@ func TestEpilogues(t *testing.T) {
 }
 
 // A linear layer's backward pass: the input gradient (NT), the weight gradient (TN, adding into
-// dW) and the bias gradient from the same output gradient, then the input gradient multiplied
-// in place (through a GELU), run as one dual64 dispatch (and one reduce2 where K is split),
-// equal to the CPU's kernels in turn. Shapes with neither, one or both products split; dW and
+// dW) and the bias gradient from the same output gradient, with or without the input gradient
+// multiplied by dgelu (through a GELU), run as one dual64 dispatch (and one reduce2 where K is
+// split), equal to the CPU's LinearBackward. Shapes with neither, one or both products split; dW and
 // db are views of one flat gradient tensor, as in the model; with IC 64 the bias gradient's
 // row of ones is a tile row of its own.
 func TestLinearBackwardPair(t *testing.T) {
@@ -786,12 +786,11 @@ func TestLinearBackwardPair(t *testing.T) {
 		din := e.out(N * IC)
 		for _, mul := range []bool{false, true} {
 			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
-				be.MatMul(pick(din), pick(dout), pick(w), N, IC, OC, backend.NT, false)
-				be.MatMul(pick(dw), pick(in), pick(dout), IC, OC, N, backend.TN, true)
-				be.BiasBackward(pick(db), pick(dout), N, OC)
+				var dgelu backend.Tensor
 				if mul {
-					be.Mul(pick(din), pick(din), pick(f), N*IC)
+					dgelu = pick(f)
 				}
+				be.LinearBackward(pick(din), pick(dw), pick(db), pick(dout), pick(in), pick(w), dgelu, N, IC, OC, false)
 			})
 			e.check(fmt.Sprintf("%s mul=%v input gradient", name, mul), din, 1e-5*math.Sqrt(float64(OC)))
 			e.check(fmt.Sprintf("%s mul=%v weight and bias gradients", name, mul), grads, 1e-5*math.Sqrt(float64(N)))
@@ -800,10 +799,7 @@ func TestLinearBackwardPair(t *testing.T) {
 		// One product dispatch for both, and one reduce if either splits K.
 		e.g.settle()
 		d0 := e.g.dev.Stats().Dispatches
-		e.g.MatMul(din.g, dout.g, w.g, N, IC, OC, backend.NT, false)
-		e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
-		e.g.BiasBackward(db.g, dout.g, N, OC)
-		e.g.Mul(din.g, din.g, f.g, N*IC)
+		e.g.LinearBackward(din.g, dw.g, db.g, dout.g, in.g, w.g, f.g, N, IC, OC, false)
 		e.g.settle()
 		if n := e.g.dev.Stats().Dispatches - d0; n != s[3] {
 			t.Errorf("%s: %d dispatches for the pair, want %d", name, n, s[3])
