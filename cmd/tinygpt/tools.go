@@ -348,9 +348,13 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 			}
 			continue
 		}
+		rss := "n/a" // the system does not report it (js/wasm, Windows)
+		if r.PeakRSSMB > 0 {
+			rss = fmt.Sprintf("%.0f", r.PeakRSSMB)
+		}
 		fmt.Fprintf(e.stdout, row, r.Preset, commas(r.Params), fmt.Sprintf("%d×%d", r.Batch, r.Ctx),
 			fmt.Sprintf("%.2f", r.MsPerStep), commas(int(r.TokensPerS)), fmt.Sprintf("%.1f", r.GFLOPs),
-			commas(int(r.DecodeTokensPerS)), fmt.Sprintf("%.0f", r.PeakRSSMB))
+			commas(int(r.DecodeTokensPerS)), rss)
 		if *profile != "" && r.Profile != "" {
 			fmt.Fprintf(e.stdout, "  %s\n", r.Profile)
 		}
