@@ -141,6 +141,11 @@ type Backend interface {
 	// the GELU' that the Linear producing in kept (see Linear), din becomes the gradient before
 	// that GELU.
 	LinearBackward(din, dw, dbias, dout, in, w, dgelu Tensor, N, IC, OC int, accumulate bool)
+	// LinearLayerNormBackward is LinearBackward (no dgelu, din overwritten) of a Linear whose
+	// input in is a LayerNorm's output, followed by that LayerNorm's LayerNormBackward with din
+	// as its output gradient: LayerNormBackward(dx, dg, db, din, x, g, mean, rstd, N, IC). din
+	// is left holding the Linear's input gradient.
+	LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd Tensor, N, IC, OC int)
 	// AddBias adds bias [C] to each of the N rows of out.
 	AddBias(out, bias Tensor, N, C int)
 	// BiasBackward adds the column sums of dout [N, C] into dbias.

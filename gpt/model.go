@@ -414,15 +414,15 @@ func (m *Model) Backward() error {
 		dproj := dropoutGrad(ws.dres, l, siteMLP)
 		// ws.dfch is the gradient before the GELU: times the GELU' that forward kept in a.fch.
 		be.LinearBackward(ws.dfch, lg.prW, lg.prB, dproj, a.fchGELU, lw.prW, a.fch, N, F, C, false)
-		be.LinearBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW, nil, N, C, F, false)
-		be.LayerNormBackward(ws.dres, lg.ln2G, lg.ln2B, ws.dln, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C)
+		be.LinearLayerNormBackward(ws.dln, lg.fcW, lg.fcB, ws.dfch, a.ln2, lw.fcW,
+			ws.dres, lg.ln2G, lg.ln2B, a.res2, lw.ln2G, a.ln2Mean, a.ln2Rstd, N, C, F)
 
 		// ws.dres is now the gradient of res2 = x + attn(x).
 		dproj = dropoutGrad(ws.dres, l, siteAttention)
 		be.LinearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, nil, N, C, C, false)
 		be.AttentionBackward(ws.dqkv, ws.datt, a.qkv, a.att, a.attLSE, B, T, C, NH)
-		be.LinearBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv, nil, N, C, 3*C, false)
-		be.LayerNormBackward(ws.dres, lg.ln1G, lg.ln1B, ws.dln, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C)
+		be.LinearLayerNormBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv,
+			ws.dres, lg.ln1G, lg.ln1B, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C, 3*C)
 	}
 
 	// ws.dres is the gradient of the (dropped-out) embeddings.

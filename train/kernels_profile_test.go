@@ -57,6 +57,10 @@ func (b *timedBackend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Te
 	defer b.time(fmt.Sprintf("LinearBackward %dx%dx%d gelu=%v", N, IC, OC, dgelu != nil), time.Now())
 	b.Backend.LinearBackward(din, dw, db, dout, in, w, dgelu, N, IC, OC, acc)
 }
+func (b *timedBackend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd backend.Tensor, N, IC, OC int) {
+	defer b.time(fmt.Sprintf("LinearLayerNormBackward %dx%dx%d", N, IC, OC), time.Now())
+	b.Backend.LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd, N, IC, OC)
+}
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())
 	b.Backend.BiasBackward(dbias, dout, N, C)

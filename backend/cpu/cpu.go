@@ -63,6 +63,8 @@ type Backend struct {
 	partial     []float64 // per-chunk partial sums for SumSquares
 	reduce      reduceTask
 	partialCols []float32 // per-row-block column sums (see sumRows)
+	lnPartial   []float32 // the same for the LayerNorm of a LinearLayerNormBackward
+	reduce2     reduceTask
 }
 
 // New returns a CPU backend that uses every core (GOMAXPROCS goroutines).

@@ -271,8 +271,10 @@ func (t *biasTask) run(_, lo, hi int) {
 
 // sumRows is the number of rows whose column sums one chunk of a reduction over rows forms (a
 // bias or LayerNorm parameter gradient). It is fixed, not derived from the worker count, and the
-// blocks' sums are then added in block order, so results are the same on every machine.
-const sumRows = 32
+// blocks' sums are then added in block order, so results are the same on every machine. It is
+// a multiple of every micro-kernel's MR, so that a product's tiles can be whole blocks (see
+// epilogue).
+const sumRows = 24
 
 // partials returns the Backend's scratch for the per-block column sums of an [N, width] matrix,
 // [tiles(N, sumRows), width].

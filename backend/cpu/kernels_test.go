@@ -1125,6 +1125,46 @@ func TestLinearBackwardMatchesSeparateCalls(t *testing.T) {
 	}
 }
 
+// TestLinearLayerNormBackwardMatchesSeparateCalls requires LinearLayerNormBackward, whose
+// LayerNorm backward runs on the input gradient's tiles as they complete, to give the same bits
+// as LinearBackward and LayerNormBackward one after the other: shapes whose input or weight
+// gradient splits K, vector and scalar LayerNorm rows, row counts that are not whole blocks, a
+// single row, on 1, 2, 3, 7 and 16 workers.
+func TestLinearLayerNormBackwardMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, s := range [][3]int{{1536, 192, 768}, {1536, 192, 576}, {600, 70, 300}, {100, 48, 3000}, {97, 13, 40}, {1, 30, 20}, {2, 7, 5}, {2048, 256, 1024}} {
+		N, IC, OC := s[0], s[1], s[2]
+		dout, in, w := randVec(rng, N*OC, 1), randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1)
+		x, g, mean, rstd := randVec(rng, N*IC, 1), randVec(rng, IC, 1), randVec(rng, N, 1), randVec(rng, N, 1)
+		for i := range rstd {
+			rstd[i] = 0.5 + math.Abs(rstd[i])
+		}
+		// din, dw, dbias, dx, dg, db as they start.
+		start := [6][]float64{randVec(rng, N*IC, 1), randVec(rng, IC*OC, 1), randVec(rng, OC, 1), randVec(rng, N*IC, 1), randVec(rng, IC, 1), randVec(rng, IC, 1)}
+		run := func(be *Backend, fused bool) [6]backend.Tensor {
+			var r [6]backend.Tensor
+			for i, v := range start {
+				r[i] = upload(be, v)
+			}
+			in, dout, w, x, g, mean, rstd := upload(be, in), upload(be, dout), upload(be, w), upload(be, x), upload(be, g), upload(be, mean), upload(be, rstd)
+			if fused {
+				be.LinearLayerNormBackward(r[0], r[1], r[2], dout, in, w, r[3], r[4], r[5], x, g, mean, rstd, N, IC, OC)
+				return r
+			}
+			be.LinearBackward(r[0], r[1], r[2], dout, in, w, nil, N, IC, OC, false)
+			be.LayerNormBackward(r[3], r[4], r[5], r[0], x, g, mean, rstd, N, IC)
+			return r
+		}
+		want := run(newTestBackend(1, bestKernel()), false)
+		for _, workers := range []int{1, 2, 3, 7, 16} {
+			got := run(newTestBackend(workers, bestKernel()), true)
+			for i, name := range []string{"din", "dw", "dbias", "dx", "dg", "db"} {
+				assertSameBits(t, fmt.Sprintf("%dx%dx%d, %d workers: %s against separate calls", N, IC, OC, workers, name), f32(got[i]), f32(want[i]))
+			}
+		}
+	}
+}
+
 // TestAddLayerNormMatchesSeparateCalls requires AddLayerNorm to give the same bits as Add and
 // LayerNorm one after the other, with the sum in a tensor of its own or in place of a, on
 // scalar (C = 70) and vector rows, on 1, 3 and 16 workers.

@@ -134,9 +134,14 @@ type splitTask struct{ t *matmulTask }
 
 // An epilogue is what a product does to C after its sum: add bias [N] to every row, then
 // either write act = GELU(C) and C = GELU'(C) (act not nil; act may be C itself, then only the
-// GELU is written), or multiply C elementwise by mul [M, N] (mul not nil). It runs on each
-// tile of C as soon as the tile is complete, while it is still in the cache.
-type epilogue struct{ bias, act, mul []float32 }
+// GELU is written), or multiply C elementwise by mul [M, N] (mul not nil). Last, with ln, C
+// is the output gradient of that LayerNorm's backward pass, which runs on C's rows (see
+// LinearLayerNormBackward). It runs on each tile of C as soon as the tile is complete, while
+// it is still in the cache; with ln the tiles are whole rows, in whole blocks of sumRows.
+type epilogue struct {
+	bias, act, mul []float32
+	ln             *layerNormTask
+}
 
 // finish applies the epilogue, less its bias, to cols columns from column j0 of rows
 // [i0, i1) of c, whose rows are ldc floats apart.
@@ -147,6 +152,12 @@ func (e *epilogue) finish(c []float32, ldc, i0, i1, j0, cols int) {
 	for i := i0; e.mul != nil && i < i1; i++ {
 		row := c[i*ldc+j0:][:cols]
 		mulSlice(row, row, e.mul[i*ldc+j0:])
+	}
+	if e.ln != nil {
+		if j0 != 0 || cols != ldc || i0%sumRows != 0 || i1%sumRows != 0 && i1 != e.ln.N {
+			panic("cpu: a LayerNorm epilogue on a tile that is not whole blocks of rows")
+		}
+		e.ln.run(0, i0/sumRows, tiles(i1, sumRows))
 	}
 }
 
@@ -198,7 +209,7 @@ func (be *Backend) matmul(c, a, b []float32, ep epilogue, M, N, K int, l backend
 	be.pool.Run(t, chunks, 1, cost)
 	if t.split > 0 {
 		be.split.t = t
-		be.pool.Run(&be.split, M, 4, N*t.split/4)
+		be.pool.Run(&be.split, M, t.splitRows(), N*t.split/4)
 	}
 }
 
@@ -221,15 +232,37 @@ func (t *matmulTask) chunks(n int, buf *[]float32) (chunks, cost int) {
 // BiasBackward alone would sum it. The GELU' multiplies each tile of the input gradient as soon
 // as the tile is complete (see epilogue).
 func (be *Backend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor, N, IC, OC int, accumulate bool) {
-	do, x, wt := f32(dout)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC]
 	var ep epilogue
 	if dgelu != nil {
 		ep.mul = f32(dgelu)[:N*IC]
 	}
+	be.linearBackward(din, dw, db, dout, in, w, ep, N, IC, OC, accumulate)
+}
+
+// LinearLayerNormBackward implements backend.Backend: LinearBackward whose input gradient's
+// tiles are whole rows, each block of sumRows rows going through the LayerNorm's backward pass
+// (see layerNormTask) as soon as it is complete. The parameter gradients' block sums are then
+// added up with the bias gradient's. The same bits as the two calls one after the other.
+func (be *Backend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd backend.Tensor, N, IC, OC int) {
+	ln := &be.ln
+	*ln = layerNormTask{din: f32(dx), dg: f32(dg), db: f32(db), dout: f32(din), in: f32(x), g: f32(g),
+		mean: f32(mean), rstd: f32(rstd), N: N, C: IC, backward: true}
+	grow(&be.lnPartial, tiles(N, sumRows)*2*IC)
+	ln.partial = be.lnPartial[:tiles(N, sumRows)*2*IC]
+	be.linearBackward(din, dw, dbias, dout, in, w, epilogue{ln: ln}, N, IC, OC, false)
+}
+
+// linearBackward is LinearBackward with the input gradient's epilogue ep; with a LayerNorm
+// epilogue it also adds up that LayerNorm's parameter gradients.
+func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep epilogue, N, IC, OC int, accumulate bool) {
+	do, x, wt := f32(dout)[:N*OC], f32(in)[:N*IC], f32(w)[:IC*OC]
 	if be.pool.workers == 1 || N < 2 {
 		be.matmul(f32(din)[:N*IC], do, wt, ep, N, IC, OC, backend.NT, accumulate)
 		be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
 		be.BiasBackward(db, dout, N, OC)
+		if ln := ep.ln; ln != nil {
+			be.reduceColumns(ln.partial, ln.dg[:IC], ln.db[:IC])
+		}
 		return
 	}
 	half := be.pool.workers / 2
@@ -259,7 +292,7 @@ func (be *Backend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor
 	g.reset()
 	if t1.split > 0 {
 		be.split.t = t1
-		g.add(&be.split, N, 4, IC*t1.split/4)
+		g.add(&be.split, N, t1.splitRows(), IC*t1.split/4)
 	}
 	if t2.split > 0 {
 		be.split2.t = t2
@@ -268,7 +301,16 @@ func (be *Backend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor
 	rt := &be.reduce
 	rt.partial, rt.dst1, rt.dst2 = tb.partial, tb.bias, nil
 	g.add(rt, tiles(OC, reduceCols), 1, len(tb.partial)/OC*reduceCols/8)
+	ln := ep.ln
+	if ln != nil && t1.split == 0 { // the LayerNorm's block sums are complete
+		rt2 := &be.reduce2
+		rt2.partial, rt2.dst1, rt2.dst2 = ln.partial, ln.dg[:IC], ln.db[:IC]
+		g.add(rt2, tiles(2*IC, reduceCols), 1, len(ln.partial)/(2*IC)*reduceCols/8)
+	}
 	be.pool.Run(g, g.n, 1, g.cost())
+	if ln != nil && t1.split > 0 { // the split loop above ran the LayerNorm's blocks
+		be.reduceColumns(ln.partial, ln.dg[:IC], ln.db[:IC])
+	}
 }
 
 // taskGroup runs up to three independent loops as one parallel loop: its chunks
@@ -341,12 +383,17 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue,
 	// The same holds for a product whose A gemm packs (a transposed A, see packMinStride),
 	// whatever its size: gemm packs mcTile rows of A at a time per k block, so what has to stay
 	// in L2 is a k block of B, up to packedTileCols columns wide, and one packed block of A.
+	// A LayerNorm epilogue needs whole rows, in whole blocks of sumRows (a multiple of mr).
+	step := mr
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	switch {
 	case workers == 1 && be.kern.packsA(t.rs, t.ks, N):
 		t.mc, t.nc = M, min(roundUp(N, nr), packedTileCols)
 	case workers == 1 && K > kcBlock && (M+N)*kcBlock+M*N <= oneTileFloats:
 		t.mc, t.nc = M, roundUp(N, nr)
+	}
+	if ep.ln != nil {
+		step, t.nc = sumRows, roundUp(N, nr)
 	}
 	t.split = 0
 	if blocks := tiles(K, kcBlock); workers > 1 && blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
@@ -358,12 +405,12 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue,
 	}
 	for workers > 1 {
 		chunks := tiles(M, t.mc) * tiles(N, t.nc) * max(t.split, 1)
-		if chunks >= chunksPerWorker*workers || t.mc <= mr && t.nc <= nr ||
+		if chunks >= chunksPerWorker*workers || t.mc <= step && (t.nc <= nr || ep.ln != nil) ||
 			chunks >= 2*workers && t.mc*t.nc*kc < minChunkFlops { // 2·(mc/2)·nc·kc flops once halved
 			break
 		}
-		if t.mc >= t.nc && t.mc > mr || t.nc <= nr {
-			t.mc = roundUp(t.mc/2, mr)
+		if t.mc >= t.nc && t.mc > step || t.nc <= nr || ep.ln != nil {
+			t.mc = roundUp(t.mc/2, step)
 		} else {
 			t.nc = roundUp(t.nc/2, nr)
 		}
@@ -456,8 +503,17 @@ func (st *splitTask) run(_, lo, hi int) {
 		if t.bias != nil {
 			addSlice(row, row, t.bias[:N])
 		}
-		t.finish(t.c, N, i, i+1, 0, N)
 	}
+	t.finish(t.c, N, lo, hi, 0, N)
+}
+
+// splitRows returns the number of rows per chunk of a splitTask over t: whole blocks of sumRows
+// for a LayerNorm epilogue.
+func (t *matmulTask) splitRows() int {
+	if t.ln != nil {
+		return sumRows
+	}
+	return 4
 }
 
 // addSlices adds n partial sums into dst in order, slice s being partial[s·stride:][:len(dst)]:

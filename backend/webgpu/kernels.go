@@ -313,6 +313,12 @@ func (be *Backend) LinearBackward(din, dw, dbias, dout, in, w, dgelu backend.Ten
 	}
 }
 
+// LinearLayerNormBackward implements backend.Backend as the two kernels it stands for.
+func (be *Backend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd backend.Tensor, N, IC, OC int) {
+	be.LinearBackward(din, dw, dbias, dout, in, w, nil, N, IC, OC, false)
+	be.LayerNormBackward(dx, dg, db, din, x, g, mean, rstd, N, IC)
+}
+
 // BiasBackward implements backend.Backend.
 // Right after the weight gradient of the same layer (a TN product adding into dW from the same
 // dout, held alone or as the second of a pair) it is fused into that product, as a row of

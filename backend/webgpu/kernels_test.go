@@ -807,6 +807,35 @@ func TestLinearBackwardPair(t *testing.T) {
 	}
 }
 
+// A linear layer's backward pass followed by the backward pass of the LayerNorm that produced
+// its input, as the model calls it, equal to the CPU's (which runs the LayerNorm on the input
+// gradient's tiles): rows that are whole blocks and rows that are not, one split product.
+func TestLinearLayerNormBackward(t *testing.T) {
+	e := newEnv(t, 29)
+	for _, s := range [][3]int{{29, 37, 53}, {48, 96, 300}, {100, 48, 700}} {
+		N, IC, OC := s[0], s[1], s[2]
+		name := fmt.Sprintf("%dx%dx%d", N, IC, OC)
+		x, g, b := e.in(e.randn(N*IC, 2)), e.in(e.randn(IC, 1)), e.in(e.randn(IC, 1))
+		in, mean, rstd := e.out(N*IC), e.out(N), e.out(N)
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.LayerNorm(pick(in), pick(mean), pick(rstd), pick(x), pick(g), pick(b), N, IC)
+		})
+		w, dout := e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(N*OC, 1))
+		din, dw, dbias := e.out(N*IC), e.in(e.randn(IC*OC, 1)), e.in(e.randn(OC, 1))
+		dx, dg, db := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC, 1)), e.in(e.randn(IC, 1))
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.LinearLayerNormBackward(pick(din), pick(dw), pick(dbias), pick(dout), pick(in), pick(w),
+				pick(dx), pick(dg), pick(db), pick(x), pick(g), pick(mean), pick(rstd), N, IC, OC)
+		})
+		e.check(name+" din", din, 1e-5*math.Sqrt(float64(OC)))
+		e.check(name+" dw", dw, 1e-5*math.Sqrt(float64(N)))
+		e.check(name+" dbias", dbias, 1e-5*math.Sqrt(float64(N)))
+		e.check(name+" dx", dx, 1e-4*math.Sqrt(float64(OC)))
+		e.check(name+" dg", dg, 1e-5*math.Sqrt(float64(N*OC)))
+		e.check(name+" db", db, 1e-5*math.Sqrt(float64(N*OC)))
+	}
+}
+
 // A residual add followed by the layer norm of its result runs as one dispatch (forward_add),
 // leaving the sum as the add would; an add in place, or one whose result is not normalised
 // next, runs on its own. Both equal the CPU's kernels in turn.
