@@ -131,12 +131,18 @@ func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tens
 // LayerNormBackward implements backend.Backend. One pass over blocks of rows writes the input
 // gradient and each block's sums of the parameter gradients; a second pass adds those up.
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
-	t := &be.ln
-	*t = layerNormTask{din: f32(din), dg: f32(dg), db: f32(db), dout: f32(dout), in: f32(in), g: f32(g),
-		mean: f32(mean), rstd: f32(rstd), N: N, C: C, backward: true}
-	t.partial = be.partials(N, 2*C)
+	t := be.layerNormBackward(&be.partialCols, din, dg, db, dout, in, g, mean, rstd, N, C)
 	be.pool.Run(t, tiles(N, sumRows), 1, 14*sumRows*C)
-	be.reduceColumns(t.partial, t.dg[:C], t.db[:C])
+	be.reduceColumns(t.partial, t.dg, t.db)
+}
+
+// layerNormBackward sets be.ln up for LayerNormBackward's arguments, its block sums in buf.
+func (be *Backend) layerNormBackward(buf *[]float32, din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) *layerNormTask {
+	t := &be.ln
+	*t = layerNormTask{din: f32(din), dg: f32(dg)[:C], db: f32(db)[:C], dout: f32(dout), in: f32(in), g: f32(g),
+		mean: f32(mean), rstd: f32(rstd), N: N, C: C, backward: true}
+	t.partial = partials(buf, N, 2*C)
+	return t
 }
 
 func (t *layerNormTask) run(_, lo, hi int) {
@@ -244,7 +250,7 @@ func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
 func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	t := &be.bias
 	*t = biasTask{bias: f32(dbias), dout: f32(dout), N: N, C: C, backward: true}
-	t.partial = be.partials(N, C)
+	t.partial = partials(&be.partialCols, N, C)
 	be.pool.Run(t, tiles(N, sumRows), 1, sumRows*C)
 	be.reduceColumns(t.partial, t.bias[:C], nil)
 }
@@ -276,12 +282,12 @@ func (t *biasTask) run(_, lo, hi int) {
 // epilogue).
 const sumRows = 24
 
-// partials returns the Backend's scratch for the per-block column sums of an [N, width] matrix,
+// partials returns scratch from buf for the per-block column sums of an [N, width] matrix,
 // [tiles(N, sumRows), width].
-func (be *Backend) partials(N, width int) []float32 {
+func partials(buf *[]float32, N, width int) []float32 {
 	n := tiles(N, sumRows) * width
-	grow(&be.partialCols, n)
-	return be.partialCols[:n]
+	grow(buf, n)
+	return (*buf)[:n]
 }
 
 // reduceTask adds the column sums of partial [blocks, len(dst1)+len(dst2)], taken in block

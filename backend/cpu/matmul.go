@@ -244,11 +244,7 @@ func (be *Backend) LinearBackward(din, dw, db, dout, in, w, dgelu backend.Tensor
 // (see layerNormTask) as soon as it is complete. The parameter gradients' block sums are then
 // added up with the bias gradient's. The same bits as the two calls one after the other.
 func (be *Backend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd backend.Tensor, N, IC, OC int) {
-	ln := &be.ln
-	*ln = layerNormTask{din: f32(dx), dg: f32(dg), db: f32(db), dout: f32(din), in: f32(x), g: f32(g),
-		mean: f32(mean), rstd: f32(rstd), N: N, C: IC, backward: true}
-	grow(&be.lnPartial, tiles(N, sumRows)*2*IC)
-	ln.partial = be.lnPartial[:tiles(N, sumRows)*2*IC]
+	ln := be.layerNormBackward(&be.lnPartial, dx, dg, db, din, x, g, mean, rstd, N, IC)
 	be.linearBackward(din, dw, dbias, dout, in, w, epilogue{ln: ln}, N, IC, OC, false)
 }
 
@@ -261,7 +257,7 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 		be.MatMul(dw, in, dout, IC, OC, N, backend.TN, true)
 		be.BiasBackward(db, dout, N, OC)
 		if ln := ep.ln; ln != nil {
-			be.reduceColumns(ln.partial, ln.dg[:IC], ln.db[:IC])
+			be.reduceColumns(ln.partial, ln.dg, ln.db)
 		}
 		return
 	}
@@ -279,7 +275,7 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 	}
 	tb := &be.bias
 	*tb = biasTask{bias: f32(db)[:OC], dout: do, N: N, C: OC, backward: true}
-	tb.partial = be.partials(N, OC)
+	tb.partial = partials(&be.partialCols, N, OC)
 
 	g.reset()
 	chunks, cost := t1.chunks(n1, &be.splitBuf)
@@ -304,12 +300,12 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 	ln := ep.ln
 	if ln != nil && t1.split == 0 { // the LayerNorm's block sums are complete
 		rt2 := &be.reduce2
-		rt2.partial, rt2.dst1, rt2.dst2 = ln.partial, ln.dg[:IC], ln.db[:IC]
+		rt2.partial, rt2.dst1, rt2.dst2 = ln.partial, ln.dg, ln.db
 		g.add(rt2, tiles(2*IC, reduceCols), 1, len(ln.partial)/(2*IC)*reduceCols/8)
 	}
 	be.pool.Run(g, g.n, 1, g.cost())
 	if ln != nil && t1.split > 0 { // the split loop above ran the LayerNorm's blocks
-		be.reduceColumns(ln.partial, ln.dg[:IC], ln.db[:IC])
+		be.reduceColumns(ln.partial, ln.dg, ln.db)
 	}
 }
 
@@ -383,8 +379,9 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue,
 	// The same holds for a product whose A gemm packs (a transposed A, see packMinStride),
 	// whatever its size: gemm packs mcTile rows of A at a time per k block, so what has to stay
 	// in L2 is a k block of B, up to packedTileCols columns wide, and one packed block of A.
-	// A LayerNorm epilogue needs whole rows, in whole blocks of sumRows (a multiple of mr).
-	step := mr
+	// Tiles halve down to at least minMC×minNC. A LayerNorm epilogue needs whole rows, in whole
+	// blocks of sumRows (a multiple of mr).
+	minMC, minNC := mr, nr
 	t.mc, t.nc = mcTile, min(ncTile, roundUp(N, nr))
 	switch {
 	case workers == 1 && be.kern.packsA(t.rs, t.ks, N):
@@ -393,7 +390,8 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue,
 		t.mc, t.nc = M, roundUp(N, nr)
 	}
 	if ep.ln != nil {
-		step, t.nc = sumRows, roundUp(N, nr)
+		t.nc = roundUp(N, nr)
+		minMC, minNC = sumRows, t.nc
 	}
 	t.split = 0
 	if blocks := tiles(K, kcBlock); workers > 1 && blocks > 1 && tiles(M, t.mc)*tiles(N, t.nc) < 2*workers && blocks*M*N <= maxSplitFloats {
@@ -405,12 +403,12 @@ func (be *Backend) plan(t *matmulTask, workers int, c, a []float32, ep epilogue,
 	}
 	for workers > 1 {
 		chunks := tiles(M, t.mc) * tiles(N, t.nc) * max(t.split, 1)
-		if chunks >= chunksPerWorker*workers || t.mc <= step && (t.nc <= nr || ep.ln != nil) ||
+		if chunks >= chunksPerWorker*workers || t.mc <= minMC && t.nc <= minNC ||
 			chunks >= 2*workers && t.mc*t.nc*kc < minChunkFlops { // 2·(mc/2)·nc·kc flops once halved
 			break
 		}
-		if t.mc >= t.nc && t.mc > step || t.nc <= nr || ep.ln != nil {
-			t.mc = roundUp(t.mc/2, step)
+		if t.mc >= t.nc && t.mc > minMC || t.nc <= minNC {
+			t.mc = roundUp(t.mc/2, minMC)
 		} else {
 			t.nc = roundUp(t.nc/2, nr)
 		}
