@@ -121,6 +121,11 @@ type Backend interface {
 	// next sublayer's normalisation: sum = a + b (sum may be a), then LayerNorm(out, mean, rstd,
 	// sum, g, bias) over N rows of C.
 	AddLayerNorm(sum, out, mean, rstd, a, b, g, bias Tensor, N, C int)
+	// LinearAddLayerNorm is the end of a residual branch and the next sublayer's normalisation:
+	// y = Dropout(in·w + bias) (Linear without GELU, then Dropout with p and seed), then
+	// AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC). y itself is not kept; sum must
+	// not be x.
+	LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b Tensor, N, IC, OC int, p float32, seed uint64)
 	// LayerNormBackward adds the input gradient into din and the parameter gradients into dg, db.
 	LayerNormBackward(din, dg, db, dout, in, g, mean, rstd Tensor, N, C int)
 
@@ -172,6 +177,10 @@ type Backend interface {
 	// projection) to out [B·T, C] and each query's log-sum-exp of scaled scores to lse
 	// [B·NH·T], for the backward pass.
 	Attention(out, lse, qkv Tensor, B, T, C, NH int)
+	// QKVAttention is the attention's input projection followed by the attention: Linear(qkv,
+	// nil, in, w, bias, B·T, C, 3C), then Attention(out, lse, qkv, B, T, C, NH). qkv is left
+	// holding q, k and v for the backward pass.
+	QKVAttention(qkv, out, lse, in, w, bias Tensor, B, T, C, NH int)
 	// AttentionBackward overwrites dqkv [B·T, 3C] (dq, dk and dv as its column blocks) from
 	// dout [B·T, C], recomputing the probabilities from lse.
 	AttentionBackward(dqkv, dout, qkv, out, lse Tensor, B, T, C, NH int)

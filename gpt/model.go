@@ -130,11 +130,9 @@ type layerActs struct {
 	ln1, ln1Mean, ln1Rstd backend.Tensor
 	qkv                   backend.Tensor // [B·T, 3C]: q, k and v as column blocks
 	att, attLSE           backend.Tensor // attention output (before o_proj) and log-sum-exp
-	attProj               backend.Tensor
 	res2                  backend.Tensor // x + attention branch
 	ln2, ln2Mean, ln2Rstd backend.Tensor
 	fch, fchGELU          backend.Tensor // [B·T, DMlp] GELU' and GELU of the MLP's first layer
-	fcProj                backend.Tensor
 }
 
 func (m *Model) newWorkspace(B, T int, train bool) *workspace {
@@ -157,9 +155,9 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 			ln1: be.Alloc(N * C), ln1Mean: be.Alloc(N), ln1Rstd: be.Alloc(N),
 			qkv: be.Alloc(N * 3 * C),
 			att: be.Alloc(N * C), attLSE: be.Alloc(B * c.Heads * T),
-			attProj: be.Alloc(N * C), res2: be.Alloc(N * C),
-			ln2: be.Alloc(N * C), ln2Mean: be.Alloc(N), ln2Rstd: be.Alloc(N),
-			fch: be.Alloc(N * c.DMlp), fchGELU: be.Alloc(N * c.DMlp), fcProj: be.Alloc(N * C),
+			res2: be.Alloc(N * C),
+			ln2:  be.Alloc(N * C), ln2Mean: be.Alloc(N), ln2Rstd: be.Alloc(N),
+			fch: be.Alloc(N * c.DMlp), fchGELU: be.Alloc(N * c.DMlp),
 		}
 	}
 	if train {
@@ -340,18 +338,15 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 
 	for l := range c.Layers {
 		x, a, lw := ws.res[l], &ws.layers[l], &w.layers[l]
-		// Attention branch: x + o_proj(attn(LN1(x))), LN1(x) in a.ln1.
-		m.linear(a.qkv, a.ln1, lw.wqkv, lw.bqkv, N, C, 3*C)
-		be.Attention(a.att, a.attLSE, a.qkv, B, T, C, NH)
-		m.linear(a.attProj, a.att, lw.wo, lw.bo, N, C, C)
-		be.Dropout(a.attProj, a.attProj, N*C, p, dropoutSeed(seed, l, siteAttention))
-		be.AddLayerNorm(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, x, a.attProj, lw.ln2G, lw.ln2B, N, C)
-		// MLP branch: res2 + fc_out(GELU(fc_in(LN2(res2)))).
+		// Attention branch: res2 = x + dropout(o_proj(attn(LN1(x)))), LN1(x) in a.ln1.
+		be.QKVAttention(a.qkv, a.att, a.attLSE, a.ln1, lw.wqkv, lw.bqkv, B, T, C, NH)
+		be.LinearAddLayerNorm(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, a.att, lw.wo, lw.bo, x, lw.ln2G, lw.ln2B,
+			N, C, C, p, dropoutSeed(seed, l, siteAttention))
+		// MLP branch: res2 + dropout(fc_out(GELU(fc_in(LN2(res2))))).
 		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // fch gets GELU' for backward
-		m.linear(a.fcProj, a.fchGELU, lw.prW, lw.prB, N, F, C)
-		be.Dropout(a.fcProj, a.fcProj, N*C, p, dropoutSeed(seed, l, siteMLP))
 		out, mean, rstd, g, b = m.normAfter(ws, l)
-		be.AddLayerNorm(ws.res[l+1], out, mean, rstd, a.res2, a.fcProj, g, b, N, C)
+		be.LinearAddLayerNorm(ws.res[l+1], out, mean, rstd, a.fchGELU, lw.prW, lw.prB, a.res2, g, b,
+			N, F, C, p, dropoutSeed(seed, l, siteMLP))
 	}
 
 	// The head tied to the token embedding: logits = LN(x)·wteᵀ, LN(x) in ws.lnf.

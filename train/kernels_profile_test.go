@@ -61,6 +61,14 @@ func (b *timedBackend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, 
 	defer b.time(fmt.Sprintf("LinearLayerNormBackward %dx%dx%d", N, IC, OC), time.Now())
 	b.Backend.LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd, N, IC, OC)
 }
+func (b *timedBackend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+	defer b.time(fmt.Sprintf("LinearAddLayerNorm %dx%dx%d", N, OC, IC), time.Now())
+	b.Backend.LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb, N, IC, OC, p, seed)
+}
+func (b *timedBackend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {
+	defer b.time("QKVAttention", time.Now())
+	b.Backend.QKVAttention(qkv, out, lse, in, w, bias, B, T, C, NH)
+}
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())
 	b.Backend.BiasBackward(dbias, dout, N, C)

@@ -26,6 +26,7 @@ type attentionTask struct {
 	be                *Backend
 	mode              attnMode
 	out, lse, q, k, v []float32
+	in, w, bias       []float32 // QKVAttention's projection (in [B·T, C], w [C, 3C], bias [3C]), else nil
 	dq, dk, dv, dout  []float32
 	T, C, NH, hs      int
 	ld                int // row stride of q, k, v and of dq, dk, dv: 3C (one [rows, 3C] tensor)
@@ -43,6 +44,7 @@ type attnScratch struct {
 	qh, kh, vh, dh []float32 // [T, ldH] copies of the head's q, k, v, dout (see head)
 	inv            []float32 // [T] forward: 1/Σ of each row's exponentials
 	mx             []float32 // [rowBlock] the largest score of each row of a block
+	wpack          []float32 // QKVAttention: one of the head's q, k and v columns of w, packed
 }
 
 func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
@@ -83,6 +85,9 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 		if mode == attnForward && copies {
 			grow(&a.vh, T*t.ldH)
 		}
+		if mode == attnForward {
+			grow(&a.wpack, roundUp(t.hs, nr)*C)
+		}
 		if mode == attnBackward {
 			grow(&a.ds, T*t.ldS)
 			grow(&a.vt, t.hs*t.ldS)
@@ -105,10 +110,29 @@ func grow[E any](buf *[]E, n int) {
 // Attention implements backend.Backend. q, k and v are read in place, as the column blocks of
 // qkv.
 func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
+	be.attentionForward(out, lse, qkv, nil, nil, nil, B, T, C, NH)
+}
+
+// QKVAttention implements backend.Backend. Each (sequence, head) pair first computes its own
+// q, k and v columns (three products of T×hs with inner dimension C, the same sums as Linear's)
+// and then attends over them on the same core, where they still are in the cache: computed by
+// a shared product, they were spread over every core's cache and had to be fetched from there.
+func (be *Backend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {
+	be.attentionForward(out, lse, qkv, f32(in)[:B*T*C], f32(w)[:C*3*C], f32(bias)[:3*C], B, T, C, NH)
+}
+
+// attentionForward runs Attention, preceded in each pair by its q, k and v columns of the
+// product in·w + bias when in is not nil (QKVAttention).
+func (be *Backend) attentionForward(out, lse, qkv backend.Tensor, in, w, bias []float32, B, T, C, NH int) {
 	t := be.attention(attnForward, B, T, C, NH)
 	x := f32(qkv)
 	t.out, t.lse, t.q, t.k, t.v = f32(out), f32(lse), x, x[C:], x[2*C:]
-	be.pool.Run(t, B*NH, 1, 2*T*T*C/NH/32)
+	t.in, t.w, t.bias = in, w, bias
+	cost := 2 * T * T * C / NH / 32
+	if in != nil {
+		cost += 2 * T * C * 3 * C / NH / 32
+	}
+	be.pool.Run(t, B*NH, 1, cost)
 }
 
 // AttentionBackward implements backend.Backend.
@@ -230,7 +254,25 @@ func softmaxRow(row []float32, scale float32) float32 {
 	return mx + log32(sum)
 }
 
+// project computes the q, k and v columns of head h for the rows of sequence b, the part of
+// qkv = in·w + bias that this pair attends over: for each of the three, the head's columns of
+// w are packed into the worker's panels and multiplied by the sequence's rows of in.
+func (t *attentionTask) project(w, b, h int) {
+	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
+	C, nr, base := t.C, kern.nr, b*t.T
+	for s := range 3 {
+		col := s*C + h*t.hs
+		pack := packBTask{dst: a.wpack, src: t.w[col:], N: t.hs, K: C, ld: t.ld, nr: nr, kBlocks: tiles(C, packRows)}
+		pack.run(w, 0, tiles(t.hs, nr)*pack.kBlocks)
+		wp := bMat{b: a.wpack, bs: nr, ps: C * nr}
+		kern.gemm(ms, t.T, t.hs, C, t.in[base*C:], C, 1, wp, t.q[base*t.ld+col:], t.ld, false, t.bias[col:])
+	}
+}
+
 func (t *attentionTask) forward(w, b, h int) {
+	if t.in != nil {
+		t.project(w, b, h)
+	}
 	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
 	T, base, rb := t.T, b*t.T, t.rowBlock()
 	q, ldq := t.head(a.qh, t.q, t.ld, base, h)

@@ -106,6 +106,8 @@ const lnEps = 1e-5
 type layerNormTask struct {
 	out, mean, rstd, in, g, b []float32
 	addA, addB                []float32 // AddLayerNorm: in = addA + addB first
+	p                         float32   // LinearAddLayerNorm: Dropout(addB) (in place) before the add
+	seed                      uint64
 	din, dg, db, dout         []float32
 	partial                   []float32 // backward: [row blocks, 2C], dg then db sums
 	N, C                      int
@@ -128,6 +130,18 @@ func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tens
 	be.pool.Run(t, N, 8, 9*C)
 }
 
+// LinearAddLayerNorm implements backend.Backend: the product is computed into sum, in tiles
+// of whole rows, and each tile goes through the dropout, the residual add and the LayerNorm
+// (see layerNormTask) as soon as it is complete, on the core that computed it. The same bits
+// as Linear, Dropout and AddLayerNorm one after the other.
+func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+	s := f32(sum)[:N*OC]
+	t := &be.ln
+	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: s, g: f32(g), b: f32(b), N: N, C: OC,
+		addA: f32(x), addB: s, p: p, seed: seed}
+	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: t}, N, OC, IC, backend.NN, false)
+}
+
 // LayerNormBackward implements backend.Backend. One pass over blocks of rows writes the input
 // gradient and each block's sums of the parameter gradients; a second pass adds those up.
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
@@ -145,8 +159,26 @@ func (be *Backend) layerNormBackward(buf *[]float32, din, dg, db, dout, in, g, m
 	return t
 }
 
+// rows runs the task on rows [i0, i1) of a product's output, the LayerNorm epilogue of
+// LinearAddLayerNorm and LinearLayerNormBackward (see epilogue): the forward pass by rows, the
+// backward pass by its blocks of sumRows rows (i0 a multiple of sumRows, and i1 too unless it
+// is N).
+func (t *layerNormTask) rows(i0, i1 int) {
+	if !t.backward {
+		t.run(0, i0, i1)
+		return
+	}
+	if i0%sumRows != 0 || i1%sumRows != 0 && i1 != t.N {
+		panic("cpu: a LayerNorm backward epilogue on rows that are not whole blocks")
+	}
+	t.run(0, i0/sumRows, tiles(i1, sumRows))
+}
+
 func (t *layerNormTask) run(_, lo, hi int) {
 	C := t.C
+	if t.p > 0 {
+		dropoutSlice(t.addB[lo*C:hi*C], t.addB[lo*C:hi*C], lo*C, t.p, t.seed)
+	}
 	if t.addA != nil {
 		addSlice(t.in[lo*C:hi*C], t.addA[lo*C:hi*C], t.addB[lo*C:hi*C])
 	}
@@ -420,13 +452,20 @@ func (t *elemTask) run(_, lo, hi int) {
 	case opMul:
 		mulSlice(out, a, t.b[lo:hi])
 	case opDropout:
-		scale := 1 / (1 - t.p)
-		for i, x := range a {
-			if DropoutKeep(t.seed, uint64(lo+i), t.p) {
-				out[i] = x * scale
-			} else {
-				out[i] = 0
-			}
+		dropoutSlice(out, a, lo, t.p, t.seed)
+	}
+}
+
+// dropoutSlice sets out[i] = x[i]·keep/(1−p) for the elements x[i], i < len(out), of a tensor
+// whose first one is element off (the mask is a function of the element's index in the
+// tensor). out may be x.
+func dropoutSlice(out, x []float32, off int, p float32, seed uint64) {
+	scale := 1 / (1 - p)
+	for i, v := range x[:len(out)] {
+		if DropoutKeep(seed, uint64(off+i), p) {
+			out[i] = v * scale
+		} else {
+			out[i] = 0
 		}
 	}
 }

@@ -1032,6 +1032,40 @@ func TestAttentionAllKernels(t *testing.T) {
 	}
 }
 
+// QKVAttention gives the bits of Linear followed by Attention, on every micro-kernel and any
+// number of workers: head sizes of whole micro-kernel panels, half panels and neither, a
+// projection longer than one k block (C 320), T over several row blocks and T 1.
+func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, k := range kernels() {
+		for _, s := range [][4]int{{12, 128, 192, 6}, {4, 32, 48, 3}, {3, 50, 40, 5}, {2, 70, 320, 5}, {3, 1, 24, 2}, {1, 9, 36, 3}} {
+			B, T, C, NH := s[0], s[1], s[2], s[3]
+			N := B * T
+			in, w, bias := randVec(rng, N*C, 1), randVec(rng, C*3*C, 0.2), randVec(rng, 3*C, 1)
+			run := func(workers int, fused bool) [3][]float32 {
+				be := newTestBackend(workers, k)
+				qkv, out, lse := be.Alloc(N*3*C), be.Alloc(N*C), be.Alloc(B*NH*T)
+				be.Upload(qkv, to32(randVec(rng, N*3*C, 9))) // overwritten
+				it, wt, bt := upload(be, in), upload(be, w), upload(be, bias)
+				if fused {
+					be.QKVAttention(qkv, out, lse, it, wt, bt, B, T, C, NH)
+				} else {
+					be.Linear(qkv, nil, it, wt, bt, N, C, 3*C)
+					be.Attention(out, lse, qkv, B, T, C, NH)
+				}
+				return [3][]float32{f32(qkv), f32(out), f32(lse)}
+			}
+			want := run(1, false)
+			for _, workers := range []int{1, 3, 16} {
+				got := run(workers, true)
+				for i, name := range []string{"qkv", "out", "lse"} {
+					assertSameBits(t, fmt.Sprintf("%s %v, %d workers: %s against Linear and Attention", k.name, s, workers, name), got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // The vector copy and transpose that pack B must move every element, at any size and stride.
 func TestPackCopies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -1160,6 +1194,44 @@ func TestLinearLayerNormBackwardMatchesSeparateCalls(t *testing.T) {
 			got := run(newTestBackend(workers, bestKernel()), true)
 			for i, name := range []string{"din", "dw", "dbias", "dx", "dg", "db"} {
 				assertSameBits(t, fmt.Sprintf("%dx%dx%d, %d workers: %s against separate calls", N, IC, OC, workers, name), f32(got[i]), f32(want[i]))
+			}
+		}
+	}
+}
+
+// LinearAddLayerNorm gives the bits of Linear, Dropout and AddLayerNorm one after the other,
+// with and without dropout, on every micro-kernel and any number of workers: products split
+// along K (IC 768) or not, rows that are not whole blocks, a LayerNorm width without vectors
+// (70) and a single row.
+func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, k := range kernels() {
+		for _, s := range [][3]int{{1536, 192, 192}, {1536, 768, 192}, {97, 40, 70}, {50, 300, 96}, {1, 30, 48}} {
+			N, IC, OC := s[0], s[1], s[2]
+			in, w, bias := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 0.2), randVec(rng, OC, 1)
+			x, g, b := randVec(rng, N*OC, 2), randVec(rng, OC, 1), randVec(rng, OC, 1)
+			for _, p := range []float32{0, 0.25} {
+				run := func(workers int, fused bool) [4][]float32 {
+					be := newTestBackend(workers, k)
+					r := [4]backend.Tensor{be.Alloc(N * OC), be.Alloc(N * OC), be.Alloc(N), be.Alloc(N)}
+					it, wt, bt, xt, gt, bb := upload(be, in), upload(be, w), upload(be, bias), upload(be, x), upload(be, g), upload(be, b)
+					if fused {
+						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], it, wt, bt, xt, gt, bb, N, IC, OC, p, 77)
+					} else {
+						y := be.Alloc(N * OC)
+						be.Linear(y, nil, it, wt, bt, N, IC, OC)
+						be.Dropout(y, y, N*OC, p, 77)
+						be.AddLayerNorm(r[0], r[1], r[2], r[3], xt, y, gt, bb, N, OC)
+					}
+					return [4][]float32{f32(r[0]), f32(r[1]), f32(r[2]), f32(r[3])}
+				}
+				want := run(1, false)
+				for _, workers := range []int{1, 3, 16} {
+					got := run(workers, true)
+					for i, name := range []string{"sum", "out", "mean", "rstd"} {
+						assertSameBits(t, fmt.Sprintf("%s %v, p %v, %d workers: %s against the separate calls", k.name, s, p, workers, name), got[i], want[i])
+					}
+				}
 			}
 		}
 	}

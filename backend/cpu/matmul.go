@@ -134,10 +134,12 @@ type splitTask struct{ t *matmulTask }
 
 // An epilogue is what a product does to C after its sum: add bias [N] to every row, then
 // either write act = GELU(C) and C = GELU'(C) (act not nil; act may be C itself, then only the
-// GELU is written), or multiply C elementwise by mul [M, N] (mul not nil). Last, with ln, C
-// is the output gradient of that LayerNorm's backward pass, which runs on C's rows (see
-// LinearLayerNormBackward). It runs on each tile of C as soon as the tile is complete, while
-// it is still in the cache; with ln the tiles are whole rows, in whole blocks of sumRows.
+// GELU is written), or multiply C elementwise by mul [M, N] (mul not nil). Last, with ln, a
+// LayerNorm's pass runs on C's rows: forward, C is the branch that its dropout, residual add
+// and normalisation take in (LinearAddLayerNorm); backward, C is the LayerNorm's output
+// gradient (LinearLayerNormBackward). It runs on each tile of C as soon as the tile is
+// complete, while it is still in the cache; with ln the tiles are whole rows, in whole blocks
+// of sumRows.
 type epilogue struct {
 	bias, act, mul []float32
 	ln             *layerNormTask
@@ -154,10 +156,10 @@ func (e *epilogue) finish(c []float32, ldc, i0, i1, j0, cols int) {
 		mulSlice(row, row, e.mul[i*ldc+j0:])
 	}
 	if e.ln != nil {
-		if j0 != 0 || cols != ldc || i0%sumRows != 0 || i1%sumRows != 0 && i1 != e.ln.N {
-			panic("cpu: a LayerNorm epilogue on a tile that is not whole blocks of rows")
+		if j0 != 0 || cols != ldc {
+			panic("cpu: a LayerNorm epilogue on a tile that is not whole rows")
 		}
-		e.ln.run(0, i0/sumRows, tiles(i1, sumRows))
+		e.ln.rows(i0, i1)
 	}
 }
 

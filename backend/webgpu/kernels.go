@@ -464,6 +464,22 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 // sequence's last block) of each of seqs (slice, sequence, head) triples of rows rows.
 func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs * ((rows + 63) / 64)) }
 
+// LinearAddLayerNorm implements backend.Backend: Linear and Dropout into a scratch tensor, then
+// AddLayerNorm.
+func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+	y := be.scratchTensor("branch output", N*OC)
+	be.Linear(y, nil, in, w, bias, N, IC, OC)
+	be.Dropout(y, y, N*OC, p, seed)
+	be.AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC)
+}
+
+// QKVAttention implements backend.Backend: the projection and the attention are two kernels
+// of their own, as Linear and Attention.
+func (be *Backend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {
+	be.Linear(qkv, nil, in, w, bias, B*T, C, 3*C)
+	be.Attention(out, lse, qkv, B, T, C, NH)
+}
+
 // Attention implements backend.Backend.
 // When rows are few, each query's keys are split into slices (see attnSlices), whose partial
 // results forward_merge combines.

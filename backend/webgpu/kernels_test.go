@@ -836,6 +836,43 @@ func TestLinearLayerNormBackward(t *testing.T) {
 	}
 }
 
+// LinearAddLayerNorm (Linear, Dropout and AddLayerNorm) and QKVAttention (Linear and
+// Attention) equal the CPU's fused kernels, with and without dropout.
+func TestFusedForwardKernels(t *testing.T) {
+	e := newEnv(t, 31)
+	for _, s := range [][3]int{{29, 37, 53}, {48, 300, 96}} {
+		N, IC, OC := s[0], s[1], s[2]
+		in, w, bias := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(OC, 1))
+		x, g, b := e.in(e.randn(N*OC, 2)), e.in(e.randn(OC, 1)), e.in(e.randn(OC, 1))
+		for _, p := range []float32{0, 0.25} {
+			sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
+			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+				be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(bias),
+					pick(x), pick(g), pick(b), N, IC, OC, p, 99)
+			})
+			name := fmt.Sprintf("LinearAddLayerNorm %v p %v", s, p)
+			tol := 1e-5 * math.Sqrt(float64(IC))
+			e.check(name+" sum", sum, tol)
+			e.check(name+" out", out, 10*tol)
+			e.check(name+" mean", mean, tol)
+			e.check(name+" rstd", rstd, tol)
+		}
+	}
+	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 20, 64, 2}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		N := B * T
+		in, w, bias := e.in(e.randn(N*C, 1)), e.in(e.randn(C*3*C, 0.3)), e.in(e.randn(3*C, 1))
+		qkv, out, lse := e.out(N*3*C), e.out(N*C), e.out(B*NH*T)
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.QKVAttention(pick(qkv), pick(out), pick(lse), pick(in), pick(w), pick(bias), B, T, C, NH)
+		})
+		name := fmt.Sprintf("QKVAttention %v", s)
+		e.check(name+" qkv", qkv, 1e-5*math.Sqrt(float64(C)))
+		e.check(name+" out", out, 1e-4)
+		e.check(name+" lse", lse, 1e-4)
+	}
+}
+
 // A residual add followed by the layer norm of its result runs as one dispatch (forward_add),
 // leaving the sum as the add would; an add in place, or one whose result is not normalised
 // next, runs on its own. Both equal the CPU's kernels in turn.
