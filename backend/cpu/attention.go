@@ -262,9 +262,8 @@ func (t *attentionTask) project(w, b, h int) {
 	C, nr, base := t.C, kern.nr, b*t.T
 	for s := range 3 {
 		col := s*C + h*t.hs
-		pack := packBTask{dst: a.wpack, src: t.w[col:], N: t.hs, K: C, ld: t.ld, nr: nr, kBlocks: tiles(C, packRows)}
-		pack.run(w, 0, tiles(t.hs, nr)*pack.kBlocks)
-		wp := bMat{b: a.wpack, bs: nr, ps: C * nr}
+		pack, wp := packing(a.wpack, t.w[col:], t.hs, C, t.ld, nr, false)
+		pack.run(w, 0, pack.chunks())
 		kern.gemm(ms, t.T, t.hs, C, t.in[base*C:], C, 1, wp, t.q[base*t.ld+col:], t.ld, false, t.bias[col:])
 	}
 }

@@ -165,8 +165,8 @@ func BenchmarkPoolLoop(b *testing.B) {
 	}
 }
 
-// BenchmarkAttention times the attention forward and backward of one layer of the small
-// preset (B 16, T 64, C 96, 3 heads) on one core.
+// BenchmarkAttention times the attention forward and backward of one layer of the tiny, small
+// and large presets on one core.
 func BenchmarkAttention(b *testing.B) {
 	be := newTestBackend(1, bestKernel())
 	// The tiny, small and large presets' shapes.

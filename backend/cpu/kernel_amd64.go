@@ -12,8 +12,8 @@ import (
 //go:noescape
 func gemm6x16FMA(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
 
-// axpy8FMA and dotRows8FMA are vector kernels of attention in kernel_amd64.s; n must be a
-// positive multiple of 8.
+// axpy8FMA (the last columns of gemv's rows) and dotRows8FMA (attention's scores, and dot)
+// are vector kernels in kernel_amd64.s; n must be a positive multiple of 8.
 //
 //go:noescape
 func axpy8FMA(y, x *float32, a float32, n int)

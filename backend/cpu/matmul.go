@@ -856,14 +856,24 @@ func (be *Backend) packB(buf *[]float32, b []float32, N, K, k0, kc int, trans bo
 		src, ld = b[k0:], K
 	}
 	nr := be.kern.nr
-	size := roundUp(N, nr) * kc
-	grow(buf, size)
+	grow(buf, roundUp(N, nr)*kc)
 	t := &be.pb
-	t.dst, t.src, t.N, t.K, t.ld, t.nr, t.trans = (*buf)[:size], src, N, kc, ld, nr, trans
-	t.kBlocks = tiles(kc, packRows)
-	be.pool.Run(t, tiles(N, nr)*t.kBlocks, 1, packRows*nr/4)
-	return bMat{b: t.dst, bs: nr, ps: kc * nr}
+	var panels bMat
+	*t, panels = packing(*buf, src, N, kc, ld, nr, trans)
+	be.pool.Run(t, t.chunks(), 1, packRows*nr/4)
+	return panels
 }
+
+// packing returns the task that packs the K×N matrix op(B) (src with rows ld floats apart; with
+// trans, src is Bᵀ, N rows ld floats apart) into dst as panels of nr columns, and those panels
+// as gemm reads them. dst must hold N rounded up to nr times K floats.
+func packing(dst, src []float32, N, K, ld, nr int, trans bool) (packBTask, bMat) {
+	t := packBTask{dst: dst[:roundUp(N, nr)*K], src: src, N: N, K: K, ld: ld, nr: nr, kBlocks: tiles(K, packRows), trans: trans}
+	return t, bMat{b: t.dst, bs: nr, ps: K * nr}
+}
+
+// chunks returns the number of chunks of t's loop: (panel, block of packRows rows) pairs.
+func (t *packBTask) chunks() int { return tiles(t.N, t.nr) * t.kBlocks }
 
 // run packs chunks [lo, hi). For Bᵀ each source row (a column of op(B)) is read in order and
 // scattered over the panel's rows, which stay in the L1 cache.
