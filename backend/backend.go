@@ -184,6 +184,11 @@ type Backend interface {
 	// AttentionBackward overwrites dqkv [B·T, 3C] (dq, dk and dv as its column blocks) from
 	// dout [B·T, C], recomputing the probabilities from lse.
 	AttentionBackward(dqkv, dout, qkv, out, lse Tensor, B, T, C, NH int)
+	// LinearAttentionBackward is the backward pass of the attention's output projection
+	// followed by the attention's: LinearBackward(datt, dw, dbias, dout, out, w, nil, B·T, C,
+	// C, false), then AttentionBackward(dqkv, datt, qkv, out, lse, B, T, C, NH), where datt, the
+	// gradient of the attention output out, is not kept.
+	LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse Tensor, B, T, C, NH int)
 	// AttentionDecode attends one new query (position pos) over a key/value cache for a single
 	// sequence: cache [ctx, 3C] holds in rows 0..pos−1 the q, k and v of the positions before
 	// (as Attention's qkv); it first stores qkv [3C], the new position's, as row pos, then

@@ -117,7 +117,7 @@ type workspace struct {
 	hasLoss     bool           // losses holds a training pass's losses (backward keeps them)
 	lossHost    []float32
 	dres, dtmp  backend.Tensor // [B·T, C]
-	dln, datt   backend.Tensor
+	dln         backend.Tensor
 	dqkv        backend.Tensor // [B·T, 3C]: dq, dk and dv as column blocks
 	dfch        backend.Tensor // [B·T, DMlp]
 	dropoutP    float32
@@ -162,7 +162,7 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 	}
 	if train {
 		ws.dres, ws.dtmp = be.Alloc(N*C), be.Alloc(N*C)
-		ws.dln, ws.datt = be.Alloc(N*C), be.Alloc(N*C)
+		ws.dln = be.Alloc(N * C)
 		ws.dqkv = be.Alloc(N * 3 * C)
 		ws.dfch = be.Alloc(N * c.DMlp)
 	}
@@ -414,8 +414,7 @@ func (m *Model) Backward() error {
 
 		// ws.dres is now the gradient of res2 = x + attn(x).
 		dproj = dropoutGrad(ws.dres, l, siteAttention)
-		be.LinearBackward(ws.datt, lg.wo, lg.bo, dproj, a.att, lw.wo, nil, N, C, C, false)
-		be.AttentionBackward(ws.dqkv, ws.datt, a.qkv, a.att, a.attLSE, B, T, C, NH)
+		be.LinearAttentionBackward(ws.dqkv, lg.wo, lg.bo, dproj, a.att, lw.wo, a.qkv, a.attLSE, B, T, C, NH)
 		be.LinearLayerNormBackward(ws.dln, lg.wqkv, lg.bqkv, ws.dqkv, a.ln1, lw.wqkv,
 			ws.dres, lg.ln1G, lg.ln1B, x, lw.ln1G, a.ln1Mean, a.ln1Rstd, N, C, 3*C)
 	}

@@ -69,6 +69,10 @@ func (b *timedBackend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B
 	defer b.time("QKVAttention", time.Now())
 	b.Backend.QKVAttention(qkv, out, lse, in, w, bias, B, T, C, NH)
 }
+func (b *timedBackend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse backend.Tensor, B, T, C, NH int) {
+	defer b.time("LinearAttentionBackward", time.Now())
+	b.Backend.LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse, B, T, C, NH)
+}
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())
 	b.Backend.BiasBackward(dbias, dout, N, C)

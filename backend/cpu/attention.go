@@ -28,6 +28,7 @@ type attentionTask struct {
 	out, lse, q, k, v []float32
 	in, w, bias       []float32 // QKVAttention's projection (in [B·T, C], w [C, 3C], bias [3C]), else nil
 	dq, dk, dv, dout  []float32
+	dproj             []float32 // LinearAttentionBackward's dout [B·T, C] (with w [C, C]): dout is then nil
 	T, C, NH, hs      int
 	ld                int // row stride of q, k, v and of dq, dk, dv: 3C (one [rows, 3C] tensor)
 	ldS, ldH          int // row strides of the score and the head-copy buffers
@@ -44,7 +45,7 @@ type attnScratch struct {
 	qh, kh, vh, dh []float32 // [T, ldH] copies of the head's q, k, v, dout (see head)
 	inv            []float32 // [T] forward: 1/Σ of each row's exponentials
 	mx             []float32 // [rowBlock] the largest score of each row of a block
-	wpack          []float32 // QKVAttention: one of the head's q, k and v columns of w, packed
+	wpack          []float32 // the head's columns of w (one of q, k and v in the forward pass), packed
 }
 
 func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
@@ -85,15 +86,13 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 		if mode == attnForward && copies {
 			grow(&a.vh, T*t.ldH)
 		}
-		if mode == attnForward {
-			grow(&a.wpack, roundUp(t.hs, nr)*C)
-		}
+		grow(&a.wpack, roundUp(t.hs, nr)*C)
 		if mode == attnBackward {
 			grow(&a.ds, T*t.ldS)
 			grow(&a.vt, t.hs*t.ldS)
+			grow(&a.dh, T*t.ldH)
 			if copies {
 				grow(&a.kh, T*t.ldH)
-				grow(&a.dh, T*t.ldH)
 			}
 		}
 	}
@@ -127,7 +126,7 @@ func (be *Backend) attentionForward(out, lse, qkv backend.Tensor, in, w, bias []
 	t := be.attention(attnForward, B, T, C, NH)
 	x := f32(qkv)
 	t.out, t.lse, t.q, t.k, t.v = f32(out), f32(lse), x, x[C:], x[2*C:]
-	t.in, t.w, t.bias = in, w, bias
+	t.in, t.w, t.bias, t.dproj = in, w, bias, nil
 	cost := 2 * T * T * C / NH / 32
 	if in != nil {
 		cost += 2 * T * C * 3 * C / NH / 32
@@ -137,11 +136,39 @@ func (be *Backend) attentionForward(out, lse, qkv backend.Tensor, in, w, bias []
 
 // AttentionBackward implements backend.Backend.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
+	t, cost := be.attentionBackward(dqkv, qkv, out, lse, B, T, C, NH)
+	t.dout = f32(dout)
+	be.pool.Run(t, B*NH, 1, cost)
+}
+
+// LinearAttentionBackward implements backend.Backend. Each (sequence, head) pair first computes
+// its own columns of the attention output's gradient, dout·wᵀ for the head's rows of w (packed
+// into the worker's panels), and then runs the attention's backward pass over them on the same
+// core: computed by a shared product, they were spread over every core's cache and had to be
+// fetched from there. The weight and bias gradients of the projection are computed in the same
+// loop, side by side with the pairs, as in LinearBackward. The same bits as the two calls.
+func (be *Backend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse backend.Tensor, B, T, C, NH int) {
+	N := B * T
+	t, cost := be.attentionBackward(dqkv, qkv, out, lse, B, T, C, NH)
+	t.dproj, t.w = f32(dout)[:N*C], f32(w)[:C*C]
+	g := &be.group
+	g.reset()
+	g.add(t, B*NH, 1, cost+T*C*C/NH/32)
+	be.addGradLoops(g, dw, dbias, t.dproj, t.out[:N*C], N, C, C, max(be.pool.workers/2, 1))
+	be.pool.Run(g, g.n, 1, g.cost())
+	g.reset()
+	be.addGradFinish(g, C, C)
+	be.pool.Run(g, g.n, 1, g.cost())
+}
+
+// attentionBackward sets up the attention task for a backward pass, all but its output
+// gradient, and returns it with the cost of one pair.
+func (be *Backend) attentionBackward(dqkv, qkv, out, lse backend.Tensor, B, T, C, NH int) (*attentionTask, int) {
 	t := be.attention(attnBackward, B, T, C, NH)
 	x, dx := f32(qkv), f32(dqkv)
-	t.dq, t.dk, t.dv, t.dout = dx, dx[C:], dx[2*C:], f32(dout)
+	t.dq, t.dk, t.dv, t.dout, t.dproj = dx, dx[C:], dx[2*C:], nil, nil
 	t.q, t.k, t.v, t.out, t.lse = x, x[C:], x[2*C:], f32(out), f32(lse)
-	be.pool.Run(t, B*NH, 1, 5*T*T*C/NH/32)
+	return t, 5 * T * T * C / NH / 32
 }
 
 // AttentionDecode implements backend.Backend.
@@ -268,6 +295,18 @@ func (t *attentionTask) project(w, b, h int) {
 	}
 }
 
+// outputGrad computes the head-h columns of the attention output's gradient for the rows of
+// sequence b, dproj·wᵀ (the input gradient of the output projection w, for its rows of the
+// head), into the worker's a.dh and returns them and their row stride.
+func (t *attentionTask) outputGrad(w, b, h int) ([]float32, int) {
+	a, ms, kern := &t.scratch[w], &t.be.scratch[w], t.be.kern
+	C := t.C
+	pack, wp := packing(a.wpack, t.w[h*t.hs*C:], t.hs, C, C, kern.nr, true)
+	pack.run(w, 0, pack.chunks())
+	kern.gemm(ms, t.T, t.hs, C, t.dproj[b*t.T*C:], C, 1, wp, a.dh, t.ldH, false, nil)
+	return a.dh, t.ldH
+}
+
 func (t *attentionTask) forward(w, b, h int) {
 	if t.in != nil {
 		t.project(w, b, h)
@@ -296,7 +335,13 @@ func (t *attentionTask) backward(w, b, h int) {
 	T, base, rb, ldS := t.T, b*t.T, t.rowBlock(), t.ldS
 	q, ldq := t.head(a.qh, t.q, t.ld, base, h)
 	k, ldk := t.head(a.kh, t.k, t.ld, base, h)
-	do, ldo := t.head(a.dh, t.dout, t.C, base, h)
+	var do []float32
+	var ldo int
+	if t.dproj != nil {
+		do, ldo = t.outputGrad(w, b, h)
+	} else {
+		do, ldo = t.head(a.dh, t.dout, t.C, base, h)
+	}
 	t.transposeHead(a.kt, t.k, t.ld, base, h)
 	t.transposeHead(a.vt, t.v, t.ld, base, h)
 	lse := t.lse[(b*t.NH+h)*T:][:T]
@@ -306,7 +351,7 @@ func (t *attentionTask) backward(w, b, h int) {
 		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
 		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, do[i0*ldo:], ldo, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
 		for i := i0; i < i1; i++ {
-			D := dot(t.row(t.dout, t.C, base+i, h), t.row(t.out, t.C, base+i, h))
+			D := dot(do[i*ldo:][:t.hs], t.row(t.out, t.C, base+i, h))
 			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
 			for j := range ds[:i+1] {
 				ds[j] = p[j] * (ds[j] - D) * t.scale

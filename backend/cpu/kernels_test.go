@@ -1066,6 +1066,48 @@ func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
 	}
 }
 
+// LinearAttentionBackward gives the bits of LinearBackward and AttentionBackward one after the
+// other, on every micro-kernel and any number of workers: heads whose width is not a whole
+// number of the kernels' units (copied), an inner dimension past a k block (C 320), sequences of
+// one position, and weight gradients split along K or not.
+func TestLinearAttentionBackwardMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, k := range kernels() {
+		for _, s := range [][4]int{{12, 128, 192, 6}, {4, 32, 48, 3}, {3, 50, 40, 5}, {2, 70, 320, 5}, {3, 1, 24, 2}, {1, 9, 36, 3}} {
+			B, T, C, NH := s[0], s[1], s[2], s[3]
+			N := B * T
+			qkv, dout, w := randVec(rng, N*3*C, 1), randVec(rng, N*C, 1), randVec(rng, C*C, 0.2)
+			// dqkv, dw and dbias as they start: dqkv is overwritten, the others added into.
+			start := [3][]float64{randVec(rng, N*3*C, 9), randVec(rng, C*C, 1), randVec(rng, C, 1)}
+			run := func(workers int, fused bool) [3][]float32 {
+				be := newTestBackend(workers, k)
+				var r [3]backend.Tensor
+				for i, v := range start {
+					r[i] = upload(be, v)
+				}
+				qt, dt, wt := upload(be, qkv), upload(be, dout), upload(be, w)
+				out, lse := be.Alloc(N*C), be.Alloc(B*NH*T)
+				be.Attention(out, lse, qt, B, T, C, NH) // the same bits on any number of workers
+				if fused {
+					be.LinearAttentionBackward(r[0], r[1], r[2], dt, out, wt, qt, lse, B, T, C, NH)
+				} else {
+					datt := be.Alloc(N * C)
+					be.LinearBackward(datt, r[1], r[2], dt, out, wt, nil, N, C, C, false)
+					be.AttentionBackward(r[0], datt, qt, out, lse, B, T, C, NH)
+				}
+				return [3][]float32{f32(r[0]), f32(r[1]), f32(r[2])}
+			}
+			want := run(1, false)
+			for _, workers := range []int{1, 3, 16} {
+				got := run(workers, true)
+				for i, name := range []string{"dqkv", "dw", "dbias"} {
+					assertSameBits(t, fmt.Sprintf("%s %v, %d workers: %s against LinearBackward and AttentionBackward", k.name, s, workers, name), got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // The vector copy and transpose that pack B must move every element, at any size and stride.
 func TestPackCopies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))

@@ -269,22 +269,10 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 	t1 := &be.mm // din = dout·Wᵀ: B is Wᵀ, always packed
 	n1, _, _ := be.plan(t1, half, f32(din)[:N*IC], do, ep, N, IC, OC, backend.NT, accumulate)
 	t1.b = be.packB(&be.bpack, wt, IC, OC, 0, OC, true)
-	t2 := &be.mm2 // dw += inᵀ·dout
-	n2, packed, _ := be.plan(t2, half, f32(dw)[:IC*OC], x, epilogue{}, IC, OC, N, backend.TN, true)
-	t2.b = bMat{b: do, bs: OC, ps: be.kern.nr}
-	if packed {
-		t2.b = be.packB(&be.bpack2, do, OC, N, 0, N, false)
-	}
-	tb := &be.bias
-	*tb = biasTask{bias: f32(db)[:OC], dout: do, N: N, C: OC, backward: true}
-	tb.partial = partials(&be.partialCols, N, OC)
-
 	g.reset()
 	chunks, cost := t1.chunks(n1, &be.splitBuf)
 	g.add(t1, chunks, 1, cost)
-	g.add(tb, tiles(N, sumRows), 1, sumRows*OC) // between the products' chunks (see taskGroup)
-	chunks, cost = t2.chunks(n2, &be.splitBuf2)
-	g.add(t2, chunks, 1, cost)
+	be.addGradLoops(g, dw, db, do, x, N, IC, OC, half)
 	be.pool.Run(g, g.n, 1, g.cost())
 
 	g.reset()
@@ -292,13 +280,7 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 		be.split.t = t1
 		g.add(&be.split, N, t1.splitRows(), IC*t1.split/4)
 	}
-	if t2.split > 0 {
-		be.split2.t = t2
-		g.add(&be.split2, IC, 4, OC*t2.split/4)
-	}
-	rt := &be.reduce
-	rt.partial, rt.dst1, rt.dst2 = tb.partial, tb.bias, nil
-	g.add(rt, tiles(OC, reduceCols), 1, len(tb.partial)/OC*reduceCols/8)
+	be.addGradFinish(g, IC, OC)
 	ln := ep.ln
 	if ln != nil && t1.split == 0 { // the LayerNorm's block sums are complete
 		rt2 := &be.reduce2
@@ -309,6 +291,38 @@ func (be *Backend) linearBackward(din, dw, db, dout, in, w backend.Tensor, ep ep
 	if ln != nil && t1.split > 0 { // the split loop above ran the LayerNorm's blocks
 		be.reduceColumns(ln.partial, ln.dg, ln.db)
 	}
+}
+
+// addGradLoops adds to g, after the loop it already holds, the loops of a linear layer's
+// parameter gradients: the bias gradient's per-block column sums of dout [N, OC], then dw +=
+// inᵀ·dout (in [N, IC]) tiled for the given number of workers. The bias's short loop thus lies
+// between the two products (see taskGroup). addGradFinish completes both.
+func (be *Backend) addGradLoops(g *taskGroup, dw, db backend.Tensor, dout, in []float32, N, IC, OC, workers int) {
+	t2 := &be.mm2
+	n2, packed, _ := be.plan(t2, workers, f32(dw)[:IC*OC], in, epilogue{}, IC, OC, N, backend.TN, true)
+	t2.b = bMat{b: dout, bs: OC, ps: be.kern.nr}
+	if packed {
+		t2.b = be.packB(&be.bpack2, dout, OC, N, 0, N, false)
+	}
+	tb := &be.bias
+	*tb = biasTask{bias: f32(db)[:OC], dout: dout, N: N, C: OC, backward: true}
+	tb.partial = partials(&be.partialCols, N, OC)
+	g.add(tb, tiles(N, sumRows), 1, sumRows*OC)
+	chunks, cost := t2.chunks(n2, &be.splitBuf2)
+	g.add(t2, chunks, 1, cost)
+}
+
+// addGradFinish adds to g the loops that complete addGradLoops' gradients, for a weight of
+// IC×OC: the sum of the weight gradient's slices when its K was split, and of the bias
+// gradient's block sums.
+func (be *Backend) addGradFinish(g *taskGroup, IC, OC int) {
+	if t2 := &be.mm2; t2.split > 0 {
+		be.split2.t = t2
+		g.add(&be.split2, IC, 4, OC*t2.split/4)
+	}
+	rt, tb := &be.reduce, &be.bias
+	rt.partial, rt.dst1, rt.dst2 = tb.partial, tb.bias, nil
+	g.add(rt, tiles(OC, reduceCols), 1, len(tb.partial)/OC*reduceCols/8)
 }
 
 // taskGroup runs up to three independent loops as one parallel loop: its chunks

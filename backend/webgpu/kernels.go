@@ -473,6 +473,14 @@ func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 	be.AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC)
 }
 
+// LinearAttentionBackward implements backend.Backend as the kernels of its two calls, the
+// attention output's gradient in a scratch tensor.
+func (be *Backend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse backend.Tensor, B, T, C, NH int) {
+	datt := be.scratchTensor("attention output gradient", B*T*C)
+	be.LinearBackward(datt, dw, dbias, dout, out, w, nil, B*T, C, C, false)
+	be.AttentionBackward(dqkv, datt, qkv, out, lse, B, T, C, NH)
+}
+
 // QKVAttention implements backend.Backend: the projection and the attention are two kernels
 // of their own, as Linear and Attention.
 func (be *Backend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {

@@ -836,6 +836,30 @@ func TestLinearLayerNormBackward(t *testing.T) {
 	}
 }
 
+// The backward pass of the attention's output projection followed by the attention's
+// (LinearAttentionBackward) equals the CPU's fused kernel.
+func TestLinearAttentionBackward(t *testing.T) {
+	e := newEnv(t, 37)
+	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 20, 64, 2}} {
+		B, T, C, NH := s[0], s[1], s[2], s[3]
+		N := B * T
+		qkv := e.in(e.randn(N*3*C, 1))
+		out, lse := e.out(N*C), e.out(B*NH*T)
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.Attention(pick(out), pick(lse), pick(qkv), B, T, C, NH)
+		})
+		w, dout := e.in(e.randn(C*C, 0.3)), e.in(e.randn(N*C, 1))
+		dqkv, dw, dbias := e.out(N*3*C), e.in(e.randn(C*C, 1)), e.in(e.randn(C, 1))
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.LinearAttentionBackward(pick(dqkv), pick(dw), pick(dbias), pick(dout), pick(out), pick(w), pick(qkv), pick(lse), B, T, C, NH)
+		})
+		name := fmt.Sprintf("LinearAttentionBackward %v", s)
+		e.check(name+" dqkv", dqkv, 1e-4)
+		e.check(name+" dw", dw, 1e-5*math.Sqrt(float64(N)))
+		e.check(name+" dbias", dbias, 1e-5*math.Sqrt(float64(N)))
+	}
+}
+
 // LinearAddLayerNorm (Linear, Dropout and AddLayerNorm) and QKVAttention (Linear and
 // Attention) equal the CPU's fused kernels, with and without dropout.
 func TestFusedForwardKernels(t *testing.T) {
