@@ -126,6 +126,10 @@ type Backend interface {
 	// AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC). y itself is not kept; sum must
 	// not be x.
 	LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b Tensor, N, IC, OC int, p float32, seed uint64)
+	// MLPAddLayerNorm is the MLP branch and the normalisation after it: Linear(grad, act, in,
+	// w1, b1, N, C, F) with its GELU (act = GELU(h), grad = GELU'(h) for h = in·w1 + b1), then
+	// LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed).
+	MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b Tensor, N, C, F int, p float32, seed uint64)
 	// LayerNormBackward adds the input gradient into din and the parameter gradients into dg, db.
 	LayerNormBackward(din, dg, db, dout, in, g, mean, rstd Tensor, N, C int)
 

@@ -342,11 +342,10 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 		be.QKVAttention(a.qkv, a.att, a.attLSE, a.ln1, lw.wqkv, lw.bqkv, B, T, C, NH)
 		be.LinearAddLayerNorm(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, a.att, lw.wo, lw.bo, x, lw.ln2G, lw.ln2B,
 			N, C, C, p, dropoutSeed(seed, l, siteAttention))
-		// MLP branch: res2 + dropout(fc_out(GELU(fc_in(LN2(res2))))).
-		be.Linear(a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, N, C, F) // fch gets GELU' for backward
+		// MLP branch: res2 + dropout(fc_out(GELU(fc_in(LN2(res2))))); fch gets GELU' for backward.
 		out, mean, rstd, g, b = m.normAfter(ws, l)
-		be.LinearAddLayerNorm(ws.res[l+1], out, mean, rstd, a.fchGELU, lw.prW, lw.prB, a.res2, g, b,
-			N, F, C, p, dropoutSeed(seed, l, siteMLP))
+		be.MLPAddLayerNorm(ws.res[l+1], out, mean, rstd, a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, lw.prW, lw.prB,
+			a.res2, g, b, N, C, F, p, dropoutSeed(seed, l, siteMLP))
 	}
 
 	// The head tied to the token embedding: logits = LN(x)·wteᵀ, LN(x) in ws.lnf.

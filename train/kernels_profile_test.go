@@ -73,6 +73,10 @@ func (b *timedBackend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qk
 	defer b.time("LinearAttentionBackward", time.Now())
 	b.Backend.LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse, B, T, C, NH)
 }
+func (b *timedBackend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb backend.Tensor, N, C, F int, p float32, seed uint64) {
+	defer b.time(fmt.Sprintf("MLPAddLayerNorm %dx%dx%d", N, C, F), time.Now())
+	b.Backend.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, p, seed)
+}
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())
 	b.Backend.BiasBackward(dbias, dout, N, C)

@@ -211,3 +211,37 @@ func BenchmarkGELUBoth(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/element")
 }
+
+// BenchmarkMLP times the MLP branch with the residual add and LayerNorm after it, at large's
+// and xl's shapes, on all cores: MLPAddLayerNorm (each block of rows through both products on
+// one core) against the two calls it stands for.
+func BenchmarkMLP(b *testing.B) {
+	for _, s := range [][3]int{{1536, 192, 768}, {1024, 256, 1024}} {
+		N, C, F := s[0], s[1], s[2]
+		be := New()
+		r := func(n int) backend.Tensor {
+			t := be.Alloc(n)
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(i%17)*0.01 - 0.08
+			}
+			be.Upload(t, v)
+			return t
+		}
+		sum, out, mean, rstd, grad, act := be.Alloc(N*C), be.Alloc(N*C), be.Alloc(N), be.Alloc(N), be.Alloc(N*F), be.Alloc(N*F)
+		in, w1, b1, w2, b2, x, g, bb := r(N*C), r(C*F), r(F), r(F*C), r(C), r(N*C), r(C), r(C)
+		for _, fused := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%dx%dx%d/fused=%v", N, C, F, fused), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if fused {
+						be.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, 0, 1)
+						continue
+					}
+					be.Linear(grad, act, in, w1, b1, N, C, F)
+					be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, bb, N, F, C, 0, 1)
+				}
+				b.ReportMetric(float64(4*N*C*F)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -36,13 +36,15 @@ type Backend struct {
 	kern    microKernel
 	scratch []mmScratch // per worker
 	bpack   []float32   // op(B) of the product in flight, when it must be copied
-	bpack2  []float32   // op(B) of the second product of a LinearBackward
+	bpack2  []float32   // op(B) of the second product of a LinearBackward or MLPAddLayerNorm
 
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
-	mm2         matmulTask // the second product of a LinearBackward
+	mm2         matmulTask // the second product of a LinearBackward or MLPAddLayerNorm
 	group       taskGroup
 	pb          packBTask
+	pb2         packBTask // the packing of the second product's B (MLPAddLayerNorm)
+	chain       chainTask
 	cp          copyTask
 	split       splitTask
 	split2      splitTask

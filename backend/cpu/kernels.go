@@ -142,6 +142,75 @@ func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: t}, N, OC, IC, backend.NN, false)
 }
 
+// MLPAddLayerNorm implements backend.Backend. The branch runs by blocks of chainRows rows: each
+// block goes through the first product and its GELU, then straight on through the second
+// product and its dropout, residual add and LayerNorm (see LinearAddLayerNorm), on the core
+// that computed its GELU, while the block is still in its cache. Both weights are packed once,
+// in one loop, before. Weights too large to stay in a core's cache together run as the two
+// calls (see chainMaxFloats). The same bits as the two calls.
+func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seed uint64) {
+	if be.pool.workers == 1 || N < 2 || 2*C*F > chainMaxFloats {
+		be.Linear(grad, act, in, w1, b1, N, C, F)
+		be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed)
+		return
+	}
+	nr := be.kern.nr
+	grow(&be.bpack, roundUp(F, nr)*C)
+	grow(&be.bpack2, roundUp(C, nr)*F)
+	var panels1, panels2 bMat
+	be.pb, panels1 = packing(be.bpack, f32(w1)[:C*F], F, C, F, nr, false)
+	be.pb2, panels2 = packing(be.bpack2, f32(w2)[:F*C], C, F, C, nr, false)
+	grp := &be.group
+	grp.reset()
+	grp.add(&be.pb, be.pb.chunks(), 1, packRows*nr/4)
+	grp.add(&be.pb2, be.pb2.chunks(), 1, packRows*nr/4)
+	be.pool.Run(grp, grp.n, 1, grp.cost())
+
+	s, a := f32(sum)[:N*C], f32(act)[:N*F]
+	ln := &be.ln
+	*ln = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: s, g: f32(g), b: f32(b), N: N, C: C,
+		addA: f32(x), addB: s, p: p, seed: seed}
+	first, second := &be.mm, &be.mm2
+	*first = matmulTask{be: be, c: f32(grad)[:N*F], a: f32(in)[:N*C], b: panels1, M: N, N: F, K: C, rs: C, ks: 1,
+		epilogue: epilogue{bias: f32(b1)[:F], act: a}}
+	*second = matmulTask{be: be, c: s, a: a, b: panels2, M: N, N: C, K: F, rs: F, ks: 1,
+		epilogue: epilogue{bias: f32(b2)[:C], ln: ln}}
+	rows := roundUp(chainRows, be.kern.mr)
+	be.chain = chainTask{first: first, second: second, rows: rows}
+	be.pool.Run(&be.chain, tiles(N, rows), 1, 4*rows*C*F/64)
+}
+
+// chainRows is the number of rows in a block of MLPAddLayerNorm (rounded up to a multiple of
+// the micro-kernel's MR). Smaller blocks balance the cores better; each block reads all of both
+// packed weights, which stay in the core's L2 cache. At large's shapes on the 16-core machine,
+// in a step: 12 rows 4.7–4.9 ms for the six calls, 24 rows 5.1–5.3, 48 rows 6.4–7.1
+// (docs/performance.md, twenty-fifth session).
+const chainRows = 12
+
+// chainMaxFloats bounds the two packed weights of MLPAddLayerNorm run by blocks of rows (1.5
+// MB, of the 2 MB L2 cache per core): larger, they no longer stay in the cache from one block
+// to the next. At xl's shapes (2 MB of weights), on the 16-core machine, alone: 1.11–1.22 ms by
+// blocks against 0.92–0.96 as the two calls.
+const chainMaxFloats = 3 << 17
+
+// chainTask runs two products by blocks of rows, the second's A being the first's output (or
+// its GELU): each block of rows of the first product, all its columns, and then the same rows
+// of the second.
+type chainTask struct {
+	first, second *matmulTask
+	rows          int
+}
+
+func (t *chainTask) run(w, lo, hi int) {
+	s := &t.first.be.scratch[w]
+	for i := lo; i < hi; i++ {
+		i0 := i * t.rows
+		rows := min(t.rows, t.first.M-i0)
+		t.first.tile(s, i0, 0, rows, t.first.N)
+		t.second.tile(s, i0, 0, rows, t.second.N)
+	}
+}
+
 // LayerNormBackward implements backend.Backend. One pass over blocks of rows writes the input
 // gradient and each block's sums of the parameter gradients; a second pass adds those up.
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {

@@ -1279,6 +1279,48 @@ func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 	}
 }
 
+// MLPAddLayerNorm gives the bits of Linear with its GELU and LinearAddLayerNorm one after the
+// other, with and without dropout, on every micro-kernel and any number of workers: a second
+// product over more than one k block (F 300, 768), rows that are not whole blocks, widths
+// without whole vectors, a single row, and weights too large to run by blocks (C 256, F 1024).
+func TestMLPAddLayerNormMatchesSeparateCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(49, 50))
+	for _, k := range kernels() {
+		for _, s := range [][3]int{{1536, 192, 768}, {97, 40, 70}, {50, 96, 300}, {30, 13, 20}, {1, 30, 48}, {40, 256, 1024}} {
+			N, C, F := s[0], s[1], s[2]
+			in, w1, b1 := randVec(rng, N*C, 1), randVec(rng, C*F, 0.3), randVec(rng, F, 1)
+			w2, b2 := randVec(rng, F*C, 0.2), randVec(rng, C, 1)
+			x, g, b := randVec(rng, N*C, 2), randVec(rng, C, 1), randVec(rng, C, 1)
+			for _, p := range []float32{0, 0.25} {
+				run := func(workers int, fused bool) [6][]float32 {
+					be := newTestBackend(workers, k)
+					r := [6]backend.Tensor{be.Alloc(N * C), be.Alloc(N * C), be.Alloc(N), be.Alloc(N), be.Alloc(N * F), be.Alloc(N * F)}
+					it, w1t, b1t, w2t, b2t := upload(be, in), upload(be, w1), upload(be, b1), upload(be, w2), upload(be, b2)
+					xt, gt, bt := upload(be, x), upload(be, g), upload(be, b)
+					if fused {
+						be.MLPAddLayerNorm(r[0], r[1], r[2], r[3], r[4], r[5], it, w1t, b1t, w2t, b2t, xt, gt, bt, N, C, F, p, 78)
+					} else {
+						be.Linear(r[4], r[5], it, w1t, b1t, N, C, F)
+						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], r[5], w2t, b2t, xt, gt, bt, N, F, C, p, 78)
+					}
+					var out [6][]float32
+					for i := range r {
+						out[i] = f32(r[i])
+					}
+					return out
+				}
+				want := run(1, false)
+				for _, workers := range []int{1, 3, 16} {
+					got := run(workers, true)
+					for i, name := range []string{"sum", "out", "mean", "rstd", "GELU'", "GELU"} {
+						assertSameBits(t, fmt.Sprintf("%s %v, p %v, %d workers: %s against the separate calls", k.name, s, p, workers, name), got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestAddLayerNormMatchesSeparateCalls requires AddLayerNorm to give the same bits as Add and
 // LayerNorm one after the other, with the sum in a tensor of its own or in place of a, on
 // scalar (C = 70) and vector rows, on 1, 3 and 16 workers.

@@ -481,6 +481,12 @@ func (be *Backend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, l
 	be.AttentionBackward(dqkv, datt, qkv, out, lse, B, T, C, NH)
 }
 
+// MLPAddLayerNorm implements backend.Backend as the kernels of its two calls.
+func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seed uint64) {
+	be.Linear(grad, act, in, w1, b1, N, C, F)
+	be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed)
+}
+
 // QKVAttention implements backend.Backend: the projection and the attention are two kernels
 // of their own, as Linear and Attention.
 func (be *Backend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {

@@ -860,8 +860,9 @@ func TestLinearAttentionBackward(t *testing.T) {
 	}
 }
 
-// LinearAddLayerNorm (Linear, Dropout and AddLayerNorm) and QKVAttention (Linear and
-// Attention) equal the CPU's fused kernels, with and without dropout.
+// LinearAddLayerNorm (Linear, Dropout and AddLayerNorm), MLPAddLayerNorm (Linear with GELU,
+// then LinearAddLayerNorm) and QKVAttention (Linear and Attention) equal the CPU's fused
+// kernels, with and without dropout.
 func TestFusedForwardKernels(t *testing.T) {
 	e := newEnv(t, 31)
 	for _, s := range [][3]int{{29, 37, 53}, {48, 300, 96}} {
@@ -881,6 +882,25 @@ func TestFusedForwardKernels(t *testing.T) {
 			e.check(name+" mean", mean, tol)
 			e.check(name+" rstd", rstd, tol)
 		}
+	}
+	for _, s := range [][3]int{{29, 37, 53}, {48, 64, 256}} {
+		N, C, F := s[0], s[1], s[2]
+		in, w1, b1 := e.in(e.randn(N*C, 1)), e.in(e.randn(C*F, 0.3)), e.in(e.randn(F, 1))
+		w2, b2 := e.in(e.randn(F*C, 0.2)), e.in(e.randn(C, 1))
+		x, g, b := e.in(e.randn(N*C, 2)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+		sum, out, mean, rstd, grad, act := e.out(N*C), e.out(N*C), e.out(N), e.out(N), e.out(N*F), e.out(N*F)
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.MLPAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(grad), pick(act), pick(in), pick(w1), pick(b1),
+				pick(w2), pick(b2), pick(x), pick(g), pick(b), N, C, F, 0.25, 98)
+		})
+		name := fmt.Sprintf("MLPAddLayerNorm %v", s)
+		tol := 1e-5 * math.Sqrt(float64(F))
+		e.check(name+" GELU'", grad, 1e-5*math.Sqrt(float64(C)))
+		e.check(name+" GELU", act, 1e-5*math.Sqrt(float64(C)))
+		e.check(name+" sum", sum, tol)
+		e.check(name+" out", out, 10*tol)
+		e.check(name+" mean", mean, tol)
+		e.check(name+" rstd", rstd, tol)
 	}
 	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 20, 64, 2}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
