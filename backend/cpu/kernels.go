@@ -136,10 +136,18 @@ func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tens
 // as Linear, Dropout and AddLayerNorm one after the other.
 func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
 	s := f32(sum)[:N*OC]
+	ln := be.addLayerNorm(s, out, mean, rstd, x, g, b, N, OC, p, seed)
+	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: ln}, N, OC, IC, backend.NN, false)
+}
+
+// addLayerNorm sets be.ln up as the epilogue of a product computed into sum [N, C], the branch
+// of a residual connection: dropout (p, seed) of the branch, sum = x + branch, then the
+// LayerNorm of sum into out, mean and rstd.
+func (be *Backend) addLayerNorm(sum []float32, out, mean, rstd, x, g, b backend.Tensor, N, C int, p float32, seed uint64) *layerNormTask {
 	t := &be.ln
-	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: s, g: f32(g), b: f32(b), N: N, C: OC,
-		addA: f32(x), addB: s, p: p, seed: seed}
-	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: t}, N, OC, IC, backend.NN, false)
+	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: sum, g: f32(g), b: f32(b), N: N, C: C,
+		addA: f32(x), addB: sum, p: p, seed: seed}
+	return t
 }
 
 // MLPAddLayerNorm implements backend.Backend. The branch runs by blocks of chainRows rows: each
@@ -167,9 +175,7 @@ func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, 
 	be.pool.Run(grp, grp.n, 1, grp.cost())
 
 	s, a := f32(sum)[:N*C], f32(act)[:N*F]
-	ln := &be.ln
-	*ln = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: s, g: f32(g), b: f32(b), N: N, C: C,
-		addA: f32(x), addB: s, p: p, seed: seed}
+	ln := be.addLayerNorm(s, out, mean, rstd, x, g, b, N, C, p, seed)
 	first, second := &be.mm, &be.mm2
 	*first = matmulTask{be: be, c: f32(grad)[:N*F], a: f32(in)[:N*C], b: panels1, M: N, N: F, K: C, rs: C, ks: 1,
 		epilogue: epilogue{bias: f32(b1)[:F], act: a}}
