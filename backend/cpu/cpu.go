@@ -36,20 +36,20 @@ type Backend struct {
 	kern    microKernel
 	scratch []mmScratch // per worker
 	bpack   []float32   // op(B) of the product in flight, when it must be copied
-	bpack2  []float32   // op(B) of the second product of a LinearBackward or MLPAddLayerNorm
+	bpack2  []float32   // op(B) of mm2, when it must be copied
 
 	// Loop bodies, reused by every call (see task).
 	mm          matmulTask
-	mm2         matmulTask // the second product of a LinearBackward or MLPAddLayerNorm
+	mm2         matmulTask // a weight gradient beside other work (see addGradLoops), or MLPAddLayerNorm's second product
 	group       taskGroup
 	pb          packBTask
 	pb2         packBTask // the packing of the second product's B (MLPAddLayerNorm)
 	chain       chainTask
 	cp          copyTask
 	split       splitTask
-	split2      splitTask
+	split2      splitTask // mm2's
 	splitBuf    []float32 // the slices of a product split along K
-	splitBuf2   []float32 // the same for the second product of a LinearBackward
+	splitBuf2   []float32 // the same for mm2
 	gv          gemvTask
 	gvPartial   []float32 // a gemv's partial rows (see gemvTask)
 	enc         encoderTask

@@ -124,9 +124,7 @@ func (be *Backend) LayerNorm(out, mean, rstd, in, g, b backend.Tensor, N, C int)
 // AddLayerNorm implements backend.Backend: each chunk of rows is added up and then normalised
 // while it is still in the core's cache.
 func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tensor, N, C int) {
-	t := &be.ln
-	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: f32(sum), g: f32(g), b: f32(bias), C: C,
-		addA: f32(a), addB: f32(b)}
+	t := be.addLayerNorm(f32(sum), f32(b), out, mean, rstd, a, g, bias, N, C, 0, 0)
 	be.pool.Run(t, N, 8, 9*C)
 }
 
@@ -136,17 +134,17 @@ func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tens
 // as Linear, Dropout and AddLayerNorm one after the other.
 func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
 	s := f32(sum)[:N*OC]
-	ln := be.addLayerNorm(s, out, mean, rstd, x, g, b, N, OC, p, seed)
+	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, OC, p, seed)
 	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: ln}, N, OC, IC, backend.NN, false)
 }
 
-// addLayerNorm sets be.ln up as the epilogue of a product computed into sum [N, C], the branch
-// of a residual connection: dropout (p, seed) of the branch, sum = x + branch, then the
-// LayerNorm of sum into out, mean and rstd.
-func (be *Backend) addLayerNorm(sum []float32, out, mean, rstd, x, g, b backend.Tensor, N, C int, p float32, seed uint64) *layerNormTask {
+// addLayerNorm sets be.ln up for a residual connection and the LayerNorm after it, over N rows
+// of C: dropout (p, seed) of branch in place, sum = x + branch, then the LayerNorm of sum into
+// out, mean and rstd. As the epilogue of a product computed into sum, branch is sum itself.
+func (be *Backend) addLayerNorm(sum, branch []float32, out, mean, rstd, x, g, b backend.Tensor, N, C int, p float32, seed uint64) *layerNormTask {
 	t := &be.ln
 	*t = layerNormTask{out: f32(out), mean: f32(mean), rstd: f32(rstd), in: sum, g: f32(g), b: f32(b), N: N, C: C,
-		addA: f32(x), addB: sum, p: p, seed: seed}
+		addA: f32(x), addB: branch, p: p, seed: seed}
 	return t
 }
 
@@ -175,7 +173,7 @@ func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, 
 	be.pool.Run(grp, grp.n, 1, grp.cost())
 
 	s, a := f32(sum)[:N*C], f32(act)[:N*F]
-	ln := be.addLayerNorm(s, out, mean, rstd, x, g, b, N, C, p, seed)
+	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, C, p, seed)
 	first, second := &be.mm, &be.mm2
 	*first = matmulTask{be: be, c: f32(grad)[:N*F], a: f32(in)[:N*C], b: panels1, M: N, N: F, K: C, rs: C, ks: 1,
 		epilogue: epilogue{bias: f32(b1)[:F], act: a}}
