@@ -164,6 +164,9 @@ func TestPlayground(t *testing.T) {
 // buildTinygpt builds the command into dir.
 func buildTinygpt(t *testing.T, root, dir string) string {
 	t.Helper()
+	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("no processes under " + runtime.GOOS)
+	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")

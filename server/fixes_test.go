@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -367,7 +366,9 @@ func TestFinishedStateNeverActive(t *testing.T) {
 			}
 			return
 		}
-		runtime.Gosched()
+		// Sleep, not yield: under js/wasm the timers that the job waits on fire only
+		// when every goroutine is blocked.
+		time.Sleep(time.Millisecond)
 	}
 }
 
