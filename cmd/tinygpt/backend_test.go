@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -34,7 +35,9 @@ func TestBackendWebGPU(t *testing.T) {
 		"--layers", "1", "--d-model", "32", "--ctx", "16", "--batch", "2", "--backend", "webgpu"}
 	be, err := webgpu.New()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		// CI installs a software adapter, except where there is none to have: under js/wasm
+		// (Node.js) the binding finds no adapter, and the message below is what to check.
+		if os.Getenv("CI") == "true" && runtime.GOOS != "js" {
 			t.Fatalf("CI=true but no WebGPU adapter: %v", err)
 		}
 		code, _, errOut := tinygpt(t, "", args...)
