@@ -72,6 +72,20 @@ func assertSameBits[F float32 | float64](t *testing.T, what string, got, want []
 	}
 }
 
+// assertFusedMatches requires a fused kernel to give the bits of the separate calls it stands
+// for: run(workers, true) runs the fused kernel on that many workers, run(1, false) the separate
+// calls (named by against) on one, each returning its outputs in the order of names.
+func assertFusedMatches(t *testing.T, what, against string, names []string, run func(workers int, fused bool) [][]float32) {
+	t.Helper()
+	want := run(1, false)
+	for _, workers := range []int{1, 3, 16} {
+		got := run(workers, true)
+		for i, name := range names {
+			assertSameBits(t, fmt.Sprintf("%s, %d workers: %s against %s", what, workers, name, against), got[i], want[i])
+		}
+	}
+}
+
 func assertClose(t *testing.T, what string, got, want []float64, tol float64) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -1042,7 +1056,7 @@ func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
 			B, T, C, NH := s[0], s[1], s[2], s[3]
 			N := B * T
 			in, w, bias := randVec(rng, N*C, 1), randVec(rng, C*3*C, 0.2), randVec(rng, 3*C, 1)
-			run := func(workers int, fused bool) [3][]float32 {
+			run := func(workers int, fused bool) [][]float32 {
 				be := newTestBackend(workers, k)
 				qkv, out, lse := be.Alloc(N*3*C), be.Alloc(N*C), be.Alloc(B*NH*T)
 				be.Upload(qkv, to32(randVec(rng, N*3*C, 9))) // overwritten
@@ -1053,15 +1067,9 @@ func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
 					be.Linear(qkv, nil, it, wt, bt, N, C, 3*C)
 					be.Attention(out, lse, qkv, B, T, C, NH)
 				}
-				return [3][]float32{f32(qkv), f32(out), f32(lse)}
+				return [][]float32{f32(qkv), f32(out), f32(lse)}
 			}
-			want := run(1, false)
-			for _, workers := range []int{1, 3, 16} {
-				got := run(workers, true)
-				for i, name := range []string{"qkv", "out", "lse"} {
-					assertSameBits(t, fmt.Sprintf("%s %v, %d workers: %s against Linear and Attention", k.name, s, workers, name), got[i], want[i])
-				}
-			}
+			assertFusedMatches(t, fmt.Sprintf("%s %v", k.name, s), "Linear and Attention", []string{"qkv", "out", "lse"}, run)
 		}
 	}
 }
@@ -1079,7 +1087,7 @@ func TestLinearAttentionBackwardMatchesSeparateCalls(t *testing.T) {
 			qkv, dout, w := randVec(rng, N*3*C, 1), randVec(rng, N*C, 1), randVec(rng, C*C, 0.2)
 			// dqkv, dw and dbias as they start: dqkv is overwritten, the others added into.
 			start := [3][]float64{randVec(rng, N*3*C, 9), randVec(rng, C*C, 1), randVec(rng, C, 1)}
-			run := func(workers int, fused bool) [3][]float32 {
+			run := func(workers int, fused bool) [][]float32 {
 				be := newTestBackend(workers, k)
 				var r [3]backend.Tensor
 				for i, v := range start {
@@ -1095,15 +1103,9 @@ func TestLinearAttentionBackwardMatchesSeparateCalls(t *testing.T) {
 					be.LinearBackward(datt, r[1], r[2], dt, out, wt, nil, N, C, C, false)
 					be.AttentionBackward(r[0], datt, qt, out, lse, B, T, C, NH)
 				}
-				return [3][]float32{f32(r[0]), f32(r[1]), f32(r[2])}
+				return [][]float32{f32(r[0]), f32(r[1]), f32(r[2])}
 			}
-			want := run(1, false)
-			for _, workers := range []int{1, 3, 16} {
-				got := run(workers, true)
-				for i, name := range []string{"dqkv", "dw", "dbias"} {
-					assertSameBits(t, fmt.Sprintf("%s %v, %d workers: %s against LinearBackward and AttentionBackward", k.name, s, workers, name), got[i], want[i])
-				}
-			}
+			assertFusedMatches(t, fmt.Sprintf("%s %v", k.name, s), "LinearBackward and AttentionBackward", []string{"dqkv", "dw", "dbias"}, run)
 		}
 	}
 }
@@ -1253,7 +1255,7 @@ func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 			in, w, bias := randVec(rng, N*IC, 1), randVec(rng, IC*OC, 0.2), randVec(rng, OC, 1)
 			x, g, b := randVec(rng, N*OC, 2), randVec(rng, OC, 1), randVec(rng, OC, 1)
 			for _, p := range []float32{0, 0.25} {
-				run := func(workers int, fused bool) [4][]float32 {
+				run := func(workers int, fused bool) [][]float32 {
 					be := newTestBackend(workers, k)
 					r := [4]backend.Tensor{be.Alloc(N * OC), be.Alloc(N * OC), be.Alloc(N), be.Alloc(N)}
 					it, wt, bt, xt, gt, bb := upload(be, in), upload(be, w), upload(be, bias), upload(be, x), upload(be, g), upload(be, b)
@@ -1265,15 +1267,9 @@ func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 						be.Dropout(y, y, N*OC, p, 77)
 						be.AddLayerNorm(r[0], r[1], r[2], r[3], xt, y, gt, bb, N, OC)
 					}
-					return [4][]float32{f32(r[0]), f32(r[1]), f32(r[2]), f32(r[3])}
+					return [][]float32{f32(r[0]), f32(r[1]), f32(r[2]), f32(r[3])}
 				}
-				want := run(1, false)
-				for _, workers := range []int{1, 3, 16} {
-					got := run(workers, true)
-					for i, name := range []string{"sum", "out", "mean", "rstd"} {
-						assertSameBits(t, fmt.Sprintf("%s %v, p %v, %d workers: %s against the separate calls", k.name, s, p, workers, name), got[i], want[i])
-					}
-				}
+				assertFusedMatches(t, fmt.Sprintf("%s %v, p %v", k.name, s, p), "the separate calls", []string{"sum", "out", "mean", "rstd"}, run)
 			}
 		}
 	}
@@ -1292,7 +1288,7 @@ func TestMLPAddLayerNormMatchesSeparateCalls(t *testing.T) {
 			w2, b2 := randVec(rng, F*C, 0.2), randVec(rng, C, 1)
 			x, g, b := randVec(rng, N*C, 2), randVec(rng, C, 1), randVec(rng, C, 1)
 			for _, p := range []float32{0, 0.25} {
-				run := func(workers int, fused bool) [6][]float32 {
+				run := func(workers int, fused bool) [][]float32 {
 					be := newTestBackend(workers, k)
 					r := [6]backend.Tensor{be.Alloc(N * C), be.Alloc(N * C), be.Alloc(N), be.Alloc(N), be.Alloc(N * F), be.Alloc(N * F)}
 					it, w1t, b1t, w2t, b2t := upload(be, in), upload(be, w1), upload(be, b1), upload(be, w2), upload(be, b2)
@@ -1303,19 +1299,13 @@ func TestMLPAddLayerNormMatchesSeparateCalls(t *testing.T) {
 						be.Linear(r[4], r[5], it, w1t, b1t, N, C, F)
 						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], r[5], w2t, b2t, xt, gt, bt, N, F, C, p, 78)
 					}
-					var out [6][]float32
+					out := make([][]float32, len(r))
 					for i := range r {
 						out[i] = f32(r[i])
 					}
 					return out
 				}
-				want := run(1, false)
-				for _, workers := range []int{1, 3, 16} {
-					got := run(workers, true)
-					for i, name := range []string{"sum", "out", "mean", "rstd", "GELU'", "GELU"} {
-						assertSameBits(t, fmt.Sprintf("%s %v, p %v, %d workers: %s against the separate calls", k.name, s, p, workers, name), got[i], want[i])
-					}
-				}
+				assertFusedMatches(t, fmt.Sprintf("%s %v, p %v", k.name, s, p), "the separate calls", []string{"sum", "out", "mean", "rstd", "GELU'", "GELU"}, run)
 			}
 		}
 	}
