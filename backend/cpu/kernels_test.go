@@ -1046,13 +1046,19 @@ func TestAttentionAllKernels(t *testing.T) {
 	}
 }
 
+// fusedAttentionShapes are the (B, T, C, NH) on which the fused attention kernels are checked
+// against their separate calls: large's shape; head sizes of whole micro-kernel panels, half
+// panels and neither; an inner dimension past one k block (C 320); T over several row blocks;
+// and T 1.
+var fusedAttentionShapes = [][4]int{{12, 128, 192, 6}, {4, 32, 48, 3}, {3, 50, 40, 5}, {2, 70, 320, 5}, {3, 1, 24, 2}, {1, 9, 36, 3}}
+
 // QKVAttention gives the bits of Linear followed by Attention, on every micro-kernel and any
 // number of workers: head sizes of whole micro-kernel panels, half panels and neither, a
 // projection longer than one k block (C 320), T over several row blocks and T 1.
 func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
 	for _, k := range kernels() {
-		for _, s := range [][4]int{{12, 128, 192, 6}, {4, 32, 48, 3}, {3, 50, 40, 5}, {2, 70, 320, 5}, {3, 1, 24, 2}, {1, 9, 36, 3}} {
+		for _, s := range fusedAttentionShapes {
 			B, T, C, NH := s[0], s[1], s[2], s[3]
 			N := B * T
 			in, w, bias := randVec(rng, N*C, 1), randVec(rng, C*3*C, 0.2), randVec(rng, 3*C, 1)
@@ -1081,7 +1087,7 @@ func TestQKVAttentionMatchesSeparateCalls(t *testing.T) {
 func TestLinearAttentionBackwardMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(47, 48))
 	for _, k := range kernels() {
-		for _, s := range [][4]int{{12, 128, 192, 6}, {4, 32, 48, 3}, {3, 50, 40, 5}, {2, 70, 320, 5}, {3, 1, 24, 2}, {1, 9, 36, 3}} {
+		for _, s := range fusedAttentionShapes {
 			B, T, C, NH := s[0], s[1], s[2], s[3]
 			N := B * T
 			qkv, dout, w := randVec(rng, N*3*C, 1), randVec(rng, N*C, 1), randVec(rng, C*C, 0.2)
