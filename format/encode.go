@@ -228,8 +228,8 @@ func Write(w io.Writer, f *File) error {
 // never leaves a partial file there: it writes a temporary file in the same
 // directory, syncs it, renames it over path and syncs the directory. On any
 // error it removes the temporary file and leaves a file already at path
-// untouched. The new file has mode 0644.
-func WriteFile(path string, f *File) (err error) {
+// untouched. The new file has mode perm (the umask does not apply).
+func WriteFile(path string, f *File, perm os.FileMode) (err error) {
 	e, err := prepare(f)
 	if err != nil {
 		return err
@@ -253,7 +253,7 @@ func WriteFile(path string, f *File) (err error) {
 	if err = e.writeTo(tmp); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil && runtime.GOOS != "windows" {
+	if err = tmp.Chmod(perm); err != nil && runtime.GOOS != "windows" {
 		return err
 	}
 	if err = tmp.Sync(); err != nil {

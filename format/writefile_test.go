@@ -26,7 +26,7 @@ func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "model.tinygpt")
 	f := testFile(seedConfig, 11)
-	if err := WriteFile(path, f); err != nil {
+	if err := WriteFile(path, f, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := Encode(f)
@@ -37,10 +37,13 @@ func TestWriteFile(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o644) {
 		t.Errorf("mode %v, %v", fi.Mode(), err)
 	}
-	// Overwrite with another model.
+	// Overwrite with another model, readable by the user only.
 	g := testFile(seedConfig, 12)
-	if err := WriteFile(path, g); err != nil {
+	if err := WriteFile(path, g, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {
+		t.Errorf("mode after the second write %v, %v", fi.Mode(), err)
 	}
 	want, _ = Encode(g)
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
@@ -71,13 +74,13 @@ func TestWriteFileFailures(t *testing.T) {
 	// An invalid File fails before anything is written.
 	bad := testFile(seedConfig, 1)
 	bad.Weights = bad.Weights[:10]
-	if err := WriteFile(path, bad); err == nil {
+	if err := WriteFile(path, bad, 0o644); err == nil {
 		t.Error("WriteFile of an invalid File succeeded")
 	}
 	unchanged("invalid File")
 
 	// A missing directory.
-	if err := WriteFile(filepath.Join(dir, "missing", "m.tinygpt"), testFile(seedConfig, 1)); err == nil {
+	if err := WriteFile(filepath.Join(dir, "missing", "m.tinygpt"), testFile(seedConfig, 1), 0o644); err == nil {
 		t.Error("WriteFile into a missing directory succeeded")
 	}
 	unchanged("missing directory")
@@ -87,7 +90,7 @@ func TestWriteFileFailures(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(sub, "target", "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(filepath.Join(sub, "target"), testFile(seedConfig, 1)); err == nil {
+	if err := WriteFile(filepath.Join(sub, "target"), testFile(seedConfig, 1), 0o644); err == nil {
 		t.Error("WriteFile over a directory succeeded")
 	}
 	if names := dirNames(t, sub); len(names) != 1 || names[0] != "target" {
@@ -101,7 +104,7 @@ func TestWriteFileFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Chmod(dir, 0o755)
-		if err := WriteFile(path, testFile(seedConfig, 1)); err == nil {
+		if err := WriteFile(path, testFile(seedConfig, 1), 0o644); err == nil {
 			t.Error("WriteFile into a read-only directory succeeded")
 		}
 		unchanged("read-only directory")

@@ -181,6 +181,7 @@ func TestFilePermissions(t *testing.T) {
 	for path, want := range map[string]os.FileMode{
 		dir: 0o700, filepath.Join(dir, "runs"): 0o700, rd: 0o700, filepath.Join(dir, "token"): 0o600,
 		filepath.Join(rd, "run.json"): 0o600, filepath.Join(rd, "corpus.txt"): 0o600,
+		filepath.Join(rd, "model.tinygpt"): 0o600,
 	} {
 		info, err := os.Stat(path)
 		if err != nil {

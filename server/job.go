@@ -293,7 +293,7 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 				err = fmt.Errorf("internal error while training: %v", v)
 			}
 		}()
-		err = t.Run(ctx, train.RunOptions{Out: out, Backend: j.backend, SampleEvery: sampleEvery, OnEvent: onEvent, Resumed: resumed})
+		err = t.Run(ctx, train.RunOptions{Out: out, Perm: filePerm, Backend: j.backend, SampleEvery: sampleEvery, OnEvent: onEvent, Resumed: resumed})
 	}()
 	s.publishProgress(j)
 	status := StatusDone
@@ -342,7 +342,7 @@ func (s *Server) applyControl(j *job, t *train.Trainer, m ctrlMsg, paused bool) 
 	if m.action != "resume" {
 		f, err := t.File(j.backend)
 		if err == nil {
-			err = format.WriteFile(s.store.modelPath(j.id), f)
+			err = format.WriteFile(s.store.modelPath(j.id), f, filePerm)
 		}
 		if err != nil {
 			m.reply <- fmt.Errorf("saving a checkpoint: %w", err)

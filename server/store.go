@@ -337,6 +337,10 @@ func finite(v float64) *float64 {
 	return &v
 }
 
+// filePerm is the mode of every file the server writes in its data directory (run.json,
+// model.tinygpt, corpus.txt, the token): the user's only, as the folders (0700).
+const filePerm = 0o600
+
 // writeFileAtomic writes b to path so that a crash leaves either the old or the new file: a
 // temporary file in the same folder, fsync, rename, and a sync of the folder. The file is
 // readable by the user only, from its creation on.
@@ -356,7 +360,7 @@ func writeFileAtomic(path string, b []byte) (err error) {
 	if _, err = tmp.Write(b); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+	if err = tmp.Chmod(filePerm); err != nil && runtime.GOOS != "windows" {
 		return err
 	}
 	if err = tmp.Sync(); err != nil {

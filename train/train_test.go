@@ -102,7 +102,7 @@ func TestResumeIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := format.WriteFile(path, ff); err != nil {
+	if err := format.WriteFile(path, ff, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := format.ReadFile(path)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -460,10 +461,11 @@ type Event struct {
 
 // RunOptions control Run.
 type RunOptions struct {
-	Out         string // checkpoint path; "" saves nothing
-	Backend     string // backend name recorded in checkpoints
-	SampleEvery int    // steps between live samples; 0 for none
-	Resumed     bool   // Out already holds the state at the current step (a resumed run)
+	Out         string      // checkpoint path; "" saves nothing
+	Perm        os.FileMode // the checkpoint's file mode; 0 means 0644
+	Backend     string      // backend name recorded in checkpoints
+	SampleEvery int         // steps between live samples; 0 for none
+	Resumed     bool        // Out already holds the state at the current step (a resumed run)
 	OnEvent     func(Event)
 }
 
@@ -491,7 +493,11 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		if err != nil {
 			return fmt.Errorf("saving checkpoint: %w", err)
 		}
-		if err := format.WriteFile(ro.Out, f); err != nil {
+		perm := ro.Perm
+		if perm == 0 {
+			perm = 0o644
+		}
+		if err := format.WriteFile(ro.Out, f, perm); err != nil {
 			return fmt.Errorf("saving checkpoint: %w", err)
 		}
 		lastSaved = t.Step()

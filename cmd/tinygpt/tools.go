@@ -255,7 +255,7 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 	default:
 		return fmt.Errorf("--to must be fp32, fp16 or int4, got %q", *to)
 	}
-	if err := format.WriteFile(out, g); err != nil {
+	if err := format.WriteFile(out, g, 0o644); err != nil {
 		return err
 	}
 	info, err := os.Stat(out)
