@@ -191,6 +191,27 @@ func init() {
 	wgpu.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 }
 
+// quietWayland keeps Mesa's Vulkan layers from printing "error: XDG_RUNTIME_DIR is invalid or
+// not set in the environment" when the GPU is opened outside a desktop session (over ssh, in a
+// container, on a server): they look for a Wayland display, which TinyGPT never uses, and the
+// Wayland library prints that line when the variable is unset. Where it is unset, quietWayland
+// points it at a new empty private folder, where no display can be found, and returns the
+// function that unsets it again and removes the folder.
+func quietWayland() (restore func()) {
+	if runtime.GOOS != "linux" || os.Getenv("XDG_RUNTIME_DIR") != "" {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("", "tinygpt-xdg-*")
+	if err != nil {
+		return func() {}
+	}
+	os.Setenv("XDG_RUNTIME_DIR", dir)
+	return func() {
+		os.Unsetenv("XDG_RUNTIME_DIR")
+		os.Remove(dir)
+	}
+}
+
 // Open finds the highest-performance adapter and opens a device on it with the adapter's own
 // limits (not WebGPU's defaults), so large tensors fit where the hardware allows.
 func Open() (d *Device, err error) {
@@ -201,6 +222,7 @@ func Open() (d *Device, err error) {
 			d, err = nil, fmt.Errorf("opening WebGPU: %v", r)
 		}
 	}()
+	defer quietWayland()()
 	inst, err := wgpu.CreateInstance(nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)

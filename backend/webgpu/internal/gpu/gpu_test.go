@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -190,5 +191,42 @@ func TestUploadsPastArena(t *testing.T) {
 				t.Fatalf("buffer %d, byte %d: %#x, want %#x", i, j, g, w)
 			}
 		}
+	}
+}
+
+// quietWayland gives the Vulkan layers an empty private XDG_RUNTIME_DIR only while it is unset,
+// and leaves the environment as it found it.
+func TestQuietWayland(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Linux only")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000") // restored after the test
+	restore := quietWayland()
+	if got := os.Getenv("XDG_RUNTIME_DIR"); got != "/run/user/1000" {
+		t.Errorf("a set XDG_RUNTIME_DIR changed to %q", got)
+	}
+	restore()
+	if got := os.Getenv("XDG_RUNTIME_DIR"); got != "/run/user/1000" {
+		t.Errorf("a set XDG_RUNTIME_DIR changed to %q after restore", got)
+	}
+
+	os.Unsetenv("XDG_RUNTIME_DIR")
+	restore = quietWayland()
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" {
+		t.Fatal("XDG_RUNTIME_DIR still unset")
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("XDG_RUNTIME_DIR %s: %v, %v (want a folder, mode 0700)", dir, fi, err)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("%s is not empty: %v", dir, names)
+	}
+	restore()
+	if v, ok := os.LookupEnv("XDG_RUNTIME_DIR"); ok {
+		t.Errorf("XDG_RUNTIME_DIR = %q after restore, want unset", v)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s left behind: %v", dir, err)
 	}
 }
