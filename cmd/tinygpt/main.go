@@ -103,12 +103,12 @@ func usage(w io.Writer) {
 }
 
 func cmdHelp(args []string, e *env) error {
-	if len(args) == 0 {
+	if len(args) == 0 || args[0] == "help" {
 		usage(e.stdout)
 		return nil
 	}
 	for _, c := range commands {
-		if c.name == args[0] && c.name != "help" {
+		if c.name == args[0] {
 			return c.run([]string{"-h"}, &env{stdin: e.stdin, stdout: e.stdout, stderr: e.stdout})
 		}
 	}

@@ -194,7 +194,7 @@ func TestDivergingRunKeepsGoodCheckpoint(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
 		code, out, errOut := tinygpt(t, "", args...)
 		if code != 0 || !strings.Contains(out+errOut, "tinygpt") {
 			t.Errorf("tinygpt %v: exit %d, %q", args, code, out+errOut)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -69,7 +70,7 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	}
 	fmt.Fprintf(e.stdout, "Ctrl-C stops the server, saving a checkpoint of a running job.\n")
 	if *open {
-		openBrowser(url)
+		openBrowser(e.stderr, url)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -162,8 +163,9 @@ func defaultDataDir() string {
 	return "tinygpt-data"
 }
 
-// openBrowser asks the desktop to open url; failures are only reported.
-func openBrowser(url string) {
+// openBrowser asks the desktop to open url; failures (no opener, or an opener that finds no
+// browser) are only reported, on w.
+func openBrowser(w io.Writer, url string) {
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
@@ -173,9 +175,16 @@ func openBrowser(url string) {
 	default:
 		cmd = exec.Command("xdg-open", url)
 	}
+	fail := func(err error) {
+		fmt.Fprintf(w, "could not open a browser (%s: %v); open %s yourself\n", cmd.Args[0], err, url)
+	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "could not open a browser: %v\n", err)
+		fail(err)
 		return
 	}
-	go cmd.Wait()
+	go func() {
+		if err := cmd.Wait(); err != nil {
+			fail(err)
+		}
+	}()
 }
