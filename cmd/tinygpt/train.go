@@ -158,7 +158,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	batch := fs.Int("batch", 0, "sequences per step (default: the preset's)")
 	layers := fs.Int("layers", 0, "custom size: transformer blocks")
 	dModel := fs.Int("d-model", 0, "custom size: embedding width")
-	heads := fs.Int("heads", 0, "custom size: attention heads (default: about 32 dimensions per head)")
+	heads := fs.Int("heads", 0, "custom size: attention heads (default, as the original: d-model/32 when 32 divides it, else 3 when 3 does, else 1)")
 	ctxLen := fs.Int("ctx", 0, "custom size: context length in bytes")
 	lr := fs.Float64("lr", 3e-4, "peak learning rate")
 	minLR := fs.Float64("min-lr", 0, "final learning rate of the cosine schedule (default lr/10)")
