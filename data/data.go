@@ -66,6 +66,9 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 		return Corpus{}, fmt.Errorf("corpus: %w", err)
 	}
 	if !info.IsDir() {
+		if glob != "" {
+			return Corpus{}, fmt.Errorf("--glob %q picks files in a folder, and %s is a file", glob, path)
+		}
 		text, err := readFile(path, info.Size())
 		if err != nil {
 			return Corpus{}, err
@@ -82,9 +85,19 @@ func readFile(path string, size int64) ([]byte, error) {
 	if size > MaxCorpusBytes {
 		return nil, fmt.Errorf("%s is %d bytes, more than the %d-byte limit", path, size, MaxCorpusBytes)
 	}
-	text, err := os.ReadFile(path)
+	// A pipe (--data <(command)) or a device has no size to check first; read no more than
+	// the limit allows, so that /dev/zero is an error, not an endless read.
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("corpus: %w", err)
+	}
+	defer f.Close()
+	text, err := io.ReadAll(io.LimitReader(f, MaxCorpusBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("corpus: %w", err)
+	}
+	if len(text) > MaxCorpusBytes {
+		return nil, fmt.Errorf("%s holds more than the %d-byte limit", path, MaxCorpusBytes)
 	}
 	return text, nil
 }

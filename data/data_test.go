@@ -2,9 +2,11 @@ package data
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -50,6 +52,19 @@ func TestLoad(t *testing.T) {
 	if err != nil || c.Source != "builtin" || len(c.Text) < 100000 {
 		t.Errorf("builtin: %d bytes, %v", len(c.Text), err)
 	}
+	// A pipe (--data <(command)): read to its end.
+	if runtime.GOOS == "linux" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.WriteString("from a pipe\n"); w.Close() }()
+		c, err = Load(fmt.Sprintf("/dev/fd/%d", r.Fd()), "", nil)
+		r.Close()
+		if err != nil || string(c.Text) != "from a pipe\n" {
+			t.Errorf("pipe: %q, %v", c.Text, err)
+		}
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -65,6 +80,7 @@ func TestLoadErrors(t *testing.T) {
 		{filepath.Join(dir, "empty"), "", "has no files"},
 		{filepath.Join(dir, "only"), "*.go", `no files matching "*.go"`},
 		{filepath.Join(dir, "only"), "[", "bad --glob pattern"},
+		{filepath.Join(dir, "only", "a.txt"), "*.txt", "picks files in a folder"},
 	} {
 		_, err := Load(c.path, c.glob, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

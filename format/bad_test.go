@@ -185,6 +185,15 @@ func TestReadAndReadFile(t *testing.T) {
 	if _, err := ReadFile(filepath.Join(dir, "missing.tinygpt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v", err)
 	}
+	// A folder, or a device that never ends (/dev/zero), is refused before anything is read.
+	if _, err := ReadFile(dir); err == nil || !strings.Contains(err.Error(), "not a regular file (a folder)") {
+		t.Errorf("ReadFile of a folder: %v", err)
+	}
+	if fi, err := os.Stat("/dev/zero"); err == nil && fi.Mode()&os.ModeDevice != 0 {
+		if _, err := ReadFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file (a device)") {
+			t.Errorf("ReadFile of /dev/zero: %v", err)
+		}
+	}
 	if _, err := Read(errReader{}); err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Errorf("Read of a failing reader: %v", err)
 	}

@@ -214,6 +214,13 @@ func Read(r io.Reader) (*File, error) {
 
 // ReadFile reads and decodes the .tinygpt file at path.
 func ReadFile(path string) (*File, error) {
+	// Only a regular file has an end: a device such as /dev/zero would be read into memory for
+	// ever, and opening a pipe waits for a writer.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s), so not a model file", path, fileKind(fi.Mode()))
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -223,4 +230,19 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// fileKind names the kind of a file that is not a regular one, for errors.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&os.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a plain file"
 }
