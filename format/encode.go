@@ -10,8 +10,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
-	"runtime"
+
+	"tinygpt/internal/atomicfile"
 )
 
 // encoding is a File checked and prepared for writing.
@@ -224,62 +224,17 @@ func Write(w io.Writer, f *File) error {
 	return nil
 }
 
-// WriteFile writes f to the file at path (see [Encode]) so that a crash
-// never leaves a partial file there: it writes a temporary file in the same
-// directory, syncs it, renames it over path and syncs the directory. On any
-// error it removes the temporary file and leaves a file already at path
-// untouched. The new file has mode perm (the umask does not apply).
-func WriteFile(path string, f *File, perm os.FileMode) (err error) {
+// WriteFile writes f to the file at path with mode perm (the umask does not apply), so that a
+// crash never leaves a partial file there (see package atomicfile: a temporary file in the same
+// directory, synced, renamed over path). On any error a file already at path is left
+// untouched.
+func WriteFile(path string, f *File, perm os.FileMode) error {
 	e, err := prepare(f)
 	if err != nil {
 		return err
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+	if err := atomicfile.Write(path, perm, e.writeTo); err != nil {
+		return fmt.Errorf("tinygpt: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("tinygpt: write %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmpName)
-			err = fmt.Errorf("tinygpt: write %s: %w", path, err)
-		}
-	}()
-	if err = e.writeTo(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(perm); err != nil && runtime.GOOS != "windows" {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmpName, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir flushes a directory entry change (a rename) to disk.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be synced there; rename is durable enough
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"unicode"
 
 	"tinygpt/format"
+	"tinygpt/internal/atomicfile"
 )
 
 // Run is a stored run as the API shows it: its settings, progress, loss history and sample.
@@ -341,41 +343,11 @@ func finite(v float64) *float64 {
 // model.tinygpt, corpus.txt, the token): the user's only, as the folders (0700).
 const filePerm = 0o600
 
-// writeFileAtomic writes b to path so that a crash leaves either the old or the new file: a
-// temporary file in the same folder, fsync, rename, and a sync of the folder. The file is
-// readable by the user only, from its creation on.
-func writeFileAtomic(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
+// writeFileAtomic writes b to path so that a crash leaves either the old or the new file (see
+// package atomicfile). The file is readable by the user only, from its creation on.
+func writeFileAtomic(path string, b []byte) error {
+	return atomicfile.Write(path, filePerm, func(w io.Writer) error {
+		_, err := w.Write(b)
 		return err
-	}
-	if err = tmp.Chmod(filePerm); err != nil && runtime.GOOS != "windows" {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	})
 }
