@@ -164,6 +164,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--out", filepath.Join(dir, "no", "such", "m.tinygpt")}, 1, "cannot write there"},
 		{[]string{"train", "--d-model", "65536", "--layers", "64"}, 1, "of memory, more than this machine's"},
 		{[]string{"bench", "--steps", "9223372036854775807"}, 1, "--steps must be between"},
+		// Nothing but a model file is replaced, and the log never lands on the corpus or the model.
+		{[]string{"train", "--steps", "1", "--out", short}, 1, "is not a .tinygpt model file"},
+		{[]string{"train", "--steps", "1", "--log-json", short}, 1, "is not a JSON log"},
+		{[]string{"train", "--steps", "1", "--log-json", filepath.Join(dir, "m.tinygpt"), "--out", filepath.Join(dir, "m.tinygpt")}, 1, "is the model file --out"},
+		{[]string{"train", "--data", short, "--glob", "*.txt"}, 1, "picks files in a folder"},
 	} {
 		code, out, errOut := tinygpt(t, "", c.args...)
 		// Letter case aside: the system's own words differ (a missing file is "No such file

@@ -312,6 +312,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 
 	var logw io.Writer
 	if *logJSON != "" {
+		if err := checkLog(*logJSON, *out); err != nil {
+			return err
+		}
 		f, err := os.OpenFile(*logJSON, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("--log-json: %w", err)
@@ -348,10 +351,14 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 }
 
 // checkWritable fails early, before any training, if the model file cannot be written: its
-// directory is missing or read-only, or the path is a directory.
+// directory is missing or read-only, or the path is a directory. It also refuses to replace a
+// file that is not a model (a corpus given by mistake, say): only .tinygpt files are replaced.
 func checkWritable(out string) error {
 	if info, err := os.Stat(out); err == nil && info.IsDir() {
 		return fmt.Errorf("--out %s is a directory; give a file name", out)
+	}
+	if head, err := fileHead(out, len(format.Magic)); err == nil && len(head) > 0 && string(head) != format.Magic {
+		return fmt.Errorf("--out %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", out)
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".tinygpt-check-*")
 	if err != nil {
@@ -359,6 +366,49 @@ func checkWritable(out string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// checkLog refuses a --log-json file that would damage something: the model file itself, or
+// an existing file that is not a JSON log (a corpus given by mistake, say), which appending
+// would change.
+func checkLog(path, out string) error {
+	same := false
+	if a, err := os.Stat(path); err == nil {
+		b, err := os.Stat(out)
+		same = err == nil && os.SameFile(a, b)
+	} else {
+		pa, err1 := filepath.Abs(path)
+		po, err2 := filepath.Abs(out)
+		same = err1 == nil && err2 == nil && pa == po
+	}
+	if same {
+		return fmt.Errorf("--log-json %s is the model file --out; give the log another name", path)
+	}
+	if head, err := fileHead(path, 1); err == nil && len(head) > 0 && head[0] != '{' {
+		return fmt.Errorf("--log-json %s exists and is not a JSON log (the log is appended to it); give another name, or remove it first", path)
+	}
+	return nil
+}
+
+// fileHead returns up to n bytes from the start of the regular file at path, and an error
+// where there is no such file.
+func fileHead(path string, n int) ([]byte, error) {
+	if info, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err != nil && k == 0 && err != io.EOF {
+		return nil, err
+	}
+	return b[:k], nil
 }
 
 // validateFlags checks options against the flags that set them, so that errors name the flag.
