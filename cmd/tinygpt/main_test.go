@@ -240,3 +240,28 @@ func TestSafeWriter(t *testing.T) {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }
+
+// A log that cannot be written (a full disk) is reported once; the training goes on and saves.
+func TestLogWriteFailure(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.tinygpt")
+	text := strings.Repeat("hello there, general reader. ", 40)
+	code, stdout, stderr := tinygpt(t, text, "train", "--data", "-", "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--steps", "3", "--batch", "2", "--out", out, "--log-json", "/dev/full")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if n := strings.Count(stderr, "warning: --log-json"); n != 1 || !strings.Contains(strings.ToLower(stderr), "no space left") {
+		t.Errorf("stderr %q: want one warning naming the full disk", stderr)
+	}
+	if _, err := format.ReadFile(out); err != nil {
+		t.Errorf("model not saved: %v", err)
+	}
+	code, _, stderr = tinygpt(t, text, "train", "--data", "-", "--steps", "3", "--sample-every", "-1")
+	if code != 1 || !strings.Contains(stderr, "--sample-every must not be negative") {
+		t.Errorf("--sample-every -1: exit %d, %q", code, stderr)
+	}
+}

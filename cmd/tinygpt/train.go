@@ -310,6 +310,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		return err
 	}
 
+	if *sampleEvery < 0 {
+		return fmt.Errorf("--sample-every must not be negative")
+	}
 	var logw io.Writer
 	if *logJSON != "" {
 		if err := checkLog(*logJSON, *out); err != nil {
@@ -531,7 +534,12 @@ func newProgress(e *env, steps int, log io.Writer) *progress {
 
 func (p *progress) event(ev train.Event) {
 	if p.log != nil {
-		_ = p.log.Encode(ev)
+		if err := p.log.Encode(ev); err != nil {
+			// A full disk must not stop the training; say once that the log ends here.
+			p.clear()
+			fmt.Fprintf(p.e.stderr, "warning: --log-json: %v; the log stops here, training goes on\n", err)
+			p.log = nil
+		}
 	}
 	w := p.e.stdout
 	switch ev.Kind {
