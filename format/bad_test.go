@@ -2,7 +2,9 @@ package format
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -244,5 +246,37 @@ func TestEncodeErrors(t *testing.T) {
 		if _, err := Encode(g); err == nil || !strings.Contains(err.Error(), "100 weights, config needs 2968") {
 			t.Errorf("Encode of a converted misfit: %v", err)
 		}
+	}
+}
+
+// A weight or moment that is not a finite number (or a negative second moment) means a
+// damaged file: it is refused on reading, and never written.
+func TestNonFiniteRefused(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		float int // index of the float after the step to change
+		bits  uint32
+		want  string
+	}{
+		{"fp32", 0, 0x7fc00000, "weight 0 of token_embedding.weight is NaN"},
+		{"fp32", 5, 0xff800000, "weight 5 of token_embedding.weight is -Inf"},
+		{"full", 256 * 8, 0x7f800000, "first moment 0 of token_embedding.weight is +Inf"},
+		{"full", 2 * 256 * 8, math.Float32bits(-1), "second moment 0 of token_embedding.weight is -1"},
+	} {
+		data := bytes.Clone(seedFiles(t)[c.file])
+		f, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := len(data) - f.Header.StateByteLength + 4 + 4*c.float
+		binary.LittleEndian.PutUint32(data[off:], c.bits)
+		if _, err := Decode(data); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with float %d = %#x: %v, want %q", c.file, c.float, c.bits, err, c.want)
+		}
+	}
+	f := testFile(seedConfig, 3)
+	f.Weights[7] = float32(math.NaN())
+	if _, err := Encode(f); err == nil || !strings.Contains(err.Error(), "weight 7 of token_embedding.weight is NaN") {
+		t.Errorf("Encode of a NaN weight: %v", err)
 	}
 }

@@ -162,7 +162,34 @@ func Decode(data []byte) (*File, error) {
 		f.Weights = make([]float32, p)
 		dequantizeInt4(scales, body[2*blocks:], sizes, f.Weights)
 	}
+	if err := checkFinite(f, c); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkFinite reports the first weight or optimizer moment that is not a finite number (or a
+// second moment that is negative). No training produces one, so a file holding one is damaged
+// (and a model loaded from it would only produce NaN); Encode refuses to write one (an fp16
+// copy of weights beyond ±65504, say).
+func checkFinite(f *File, c Config) error {
+	for _, e := range Manifest(c) {
+		n := e.Size()
+		for _, t := range []struct {
+			what string
+			v    []float32
+		}{{"weight", f.Weights}, {"first moment", f.M}, {"second moment", f.V}} {
+			if t.v == nil {
+				continue
+			}
+			for i, x := range t.v[e.FloatOffset : e.FloatOffset+n] {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || t.what == "second moment" && x < 0 {
+					return formatErr("%s %d of %s is %v: a model holds finite numbers only, so the file is damaged", t.what, i, e.Name, x)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkManifest reports the first entry of m that differs from the manifest

@@ -69,6 +69,9 @@ func prepare(f *File) (*encoding, error) {
 	} else if err := checkManifest(h.Manifest, c); err != nil {
 		return nil, fmt.Errorf("tinygpt: encode: %s", err.(*FormatError).Msg)
 	}
+	if err := checkFinite(f, c); err != nil {
+		return nil, fmt.Errorf("tinygpt: encode: %s", err.(*FormatError).Msg)
+	}
 	if h.LossHistory == nil {
 		h.LossHistory = []LossPoint{} // the original always writes an array
 	}

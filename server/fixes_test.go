@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -116,7 +117,7 @@ func TestInspectLimits(t *testing.T) {
 }
 
 // JSON has no NaN: an answer that cannot be encoded is a 500 with a message, never an empty
-// 200; NaN weights are refused with a message; the job's stats are sent with their non-finite
+// 200; a file with NaN weights is refused with a message; the job's stats are sent with their non-finite
 // numbers zeroed.
 func TestNonFiniteNumbers(t *testing.T) {
 	rec := httptest.NewRecorder()
@@ -127,12 +128,17 @@ func TestNonFiniteNumbers(t *testing.T) {
 	}
 
 	ts := newTestServer(t, "", nil)
-	run := ts.importModel(craftModel(t, 32, 1, func(int) float32 { return float32(math.NaN()) }))
-	for p, body := range map[string]string{"inspect": `{"text":"hi"}`, "generate": `{"prompt":"hi","tokens":3}`} {
-		status, b := ts.do("POST", "/api/runs/"+run.ID+"/"+p, "application/json", strings.NewReader(body))
-		if status != http.StatusUnprocessableEntity || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error, "NaN") {
-			t.Errorf("%s with NaN weights: %d %s", p, status, b)
-		}
+	// A file holding a NaN weight is damaged: the upload is refused.
+	raw := craftModel(t, 32, 1, plainWeights)
+	f, err := format.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := bytes.Clone(raw)
+	binary.LittleEndian.PutUint32(damaged[len(damaged)-f.Header.StateByteLength+4:], 0x7fc00000)
+	status, b := ts.do("POST", "/api/runs/import?name=nan", "application/octet-stream", bytes.NewReader(damaged))
+	if status != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error, "NaN") {
+		t.Errorf("import of a NaN weight: %d %s", status, b)
 	}
 
 	done := make(chan struct{})

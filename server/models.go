@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/http"
 	"strconv"
@@ -138,17 +139,18 @@ func (c *modelCache) refresh(ctx context.Context, l *loaded, run *Run) error {
 		}
 		// The job ended meanwhile: its checkpoint is final.
 	}
+	// format.ReadFile refuses a file holding NaN or infinite numbers: only a live job's
+	// snapshot needs checkFinite.
 	f, err := format.ReadFile(c.s.store.modelPath(run.ID))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("the run has no checkpoint yet")
+	} else if err != nil {
+		return fmt.Errorf("reading the run's checkpoint: %w", err)
 	}
 	if l.model != nil && l.step == int(f.Step) {
 		return nil
 	}
 	l.model = nil
-	if err := checkFinite(f.Weights); err != nil {
-		return err
-	}
 	be, err := c.s.cfg.Open("cpu")
 	if err != nil {
 		return err
