@@ -518,7 +518,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			if errors.Is(err, ErrNotFinite) {
 				where := "no checkpoint was written"
 				if lastSaved >= 0 {
-					where = fmt.Sprintf("the last good checkpoint is %s (step %d)", ro.Out, lastSaved)
+					where = fmt.Sprintf("the last checkpoint, with finite weights, is %s (step %d)", ro.Out, lastSaved)
 				}
 				return fmt.Errorf("%w; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
 					"or continue from a checkpoint with --init-from FILE --lr X", err, where, t.Opts.LR)

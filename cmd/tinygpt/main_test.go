@@ -198,6 +198,22 @@ func TestDivergingRunKeepsGoodCheckpoint(t *testing.T) {
 	}
 }
 
+// A run whose loss climbs far above a random model's is warned about once, and goes on.
+func TestDivergenceWarning(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--lr", "10", "--steps", "20", "--out", filepath.Join(dir, "w.tinygpt"))
+	if code != 0 || strings.Count(errOut, "the run is diverging") != 1 {
+		t.Errorf("exit %d, stderr %q: want exit 0 and one divergence warning\n%s", code, errOut, out)
+	}
+	code, _, errOut = tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "20", "--out", filepath.Join(dir, "ok.tinygpt"))
+	if code != 0 || strings.Contains(errOut, "diverging") {
+		t.Errorf("a healthy run: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
 		code, out, errOut := tinygpt(t, "", args...)

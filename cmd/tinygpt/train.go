@@ -522,7 +522,12 @@ type progress struct {
 	live     bool // a live line is on screen
 	val      float64
 	best     float64
+	diverged bool // the divergence warning was given
 }
+
+// divergedLoss is a loss far above a random model's, ln 256 ≈ 5.55 nats: a run whose loss
+// climbs past it is diverging (the learning rate is too high for it).
+const divergedLoss = 2 * 5.545
 
 func newProgress(e *env, steps int, log io.Writer) *progress {
 	p := &progress{e: e, steps: steps, val: math.NaN(), best: math.NaN()}
@@ -542,6 +547,11 @@ func (p *progress) event(ev train.Event) {
 		}
 	}
 	w := p.e.stdout
+	if ev.Kind == "step" && ev.Loss > divergedLoss && !p.diverged {
+		p.diverged = true
+		p.clear()
+		fmt.Fprintf(p.e.stderr, "warning: the loss, %.4g at step %d, is far above a random model's (5.55): the run is diverging; a lower --lr or more --warmup may help\n", ev.Loss, ev.Step)
+	}
 	switch ev.Kind {
 	case "step":
 		line := fmt.Sprintf("step %*d/%d  loss %.4f  val %s  lr %.2e  %6.1f ms/step  %s tok/s  ETA %s",
