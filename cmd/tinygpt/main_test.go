@@ -212,6 +212,12 @@ func TestDivergenceWarning(t *testing.T) {
 	if code != 0 || strings.Contains(errOut, "diverging") {
 		t.Errorf("a healthy run: exit %d, stderr %q", code, errOut)
 	}
+	// A new run over an existing model says that it replaces it.
+	code, out, errOut = tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "2", "--out", filepath.Join(dir, "ok.tinygpt"))
+	if code != 0 || !strings.Contains(out, "(replacing the model there at the first checkpoint)") {
+		t.Errorf("a run over a model: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func TestHelp(t *testing.T) {

@@ -326,7 +326,13 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		logw = f
 	}
 
-	describeRun(e.stdout, t, be, *out)
+	saving := *out
+	if *resume == "" || !samePath(*resume, *out) {
+		if head, err := fileHead(*out, len(format.Magic)); err == nil && string(head) == format.Magic {
+			saving += " (replacing the model there at the first checkpoint)"
+		}
+	}
+	describeRun(e.stdout, t, be, saving)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
@@ -375,22 +381,25 @@ func checkWritable(out string) error {
 // an existing file that is not a JSON log (a corpus given by mistake, say), which appending
 // would change.
 func checkLog(path, out string) error {
-	same := false
-	if a, err := os.Stat(path); err == nil {
-		b, err := os.Stat(out)
-		same = err == nil && os.SameFile(a, b)
-	} else {
-		pa, err1 := filepath.Abs(path)
-		po, err2 := filepath.Abs(out)
-		same = err1 == nil && err2 == nil && pa == po
-	}
-	if same {
+	if samePath(path, out) {
 		return fmt.Errorf("--log-json %s is the model file --out; give the log another name", path)
 	}
 	if head, err := fileHead(path, 1); err == nil && len(head) > 0 && head[0] != '{' {
 		return fmt.Errorf("--log-json %s exists and is not a JSON log (the log is appended to it); give another name, or remove it first", path)
 	}
 	return nil
+}
+
+// samePath reports whether a and b name the same file: the same file where both exist,
+// otherwise the same absolute path.
+func samePath(a, b string) bool {
+	if fa, err := os.Stat(a); err == nil {
+		fb, err := os.Stat(b)
+		return err == nil && os.SameFile(fa, fb)
+	}
+	pa, err1 := filepath.Abs(a)
+	pb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && pa == pb
 }
 
 // fileHead returns up to n bytes from the start of the regular file at path, and an error
