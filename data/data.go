@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"unicode/utf8"
 
 	"tinygpt/data/builtin"
 )
@@ -167,25 +166,23 @@ func loadDir(root, glob string) (Corpus, error) {
 }
 
 // binaryReason says why text looks like binary data rather than text, or "" if it looks like
-// text: it has NUL bytes, or more than 10% of its first 64 KB are not valid UTF-8 or are
-// control characters other than tab, newline, carriage return and form feed.
+// text: its first 64 KB hold a NUL byte, or more than 5% of them are control characters other
+// than tab, newline, carriage return and form feed. Bytes that are not UTF-8 are text: a
+// byte-level model trains on Latin-1 or any other 8-bit encoding as well. (Compressed and
+// random data hold NUL bytes within a few hundred bytes.)
 func binaryReason(text []byte) string {
 	head := text[:min(len(text), 1<<16)]
 	if i := bytes.IndexByte(head, 0); i >= 0 {
 		return fmt.Sprintf("NUL byte at offset %d", i)
 	}
 	bad := 0
-	for i := 0; i < len(head); {
-		r, n := utf8.DecodeRune(head[i:])
-		if r == utf8.RuneError && n == 1 && len(head)-i >= utf8.UTFMax {
-			bad++
-		} else if r < 32 && r != '\t' && r != '\n' && r != '\r' && r != '\f' {
+	for _, b := range head {
+		if b < 32 && b != '\t' && b != '\n' && b != '\r' && b != '\f' {
 			bad++
 		}
-		i += n
 	}
-	if len(head) > 0 && bad*10 > len(head) {
-		return fmt.Sprintf("%d of its first %d bytes are not text", bad, len(head))
+	if len(head) > 0 && bad*20 > len(head) {
+		return fmt.Sprintf("%d of its first %d bytes are control characters", bad, len(head))
 	}
 	return ""
 }

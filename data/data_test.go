@@ -99,12 +99,15 @@ func TestLoadErrors(t *testing.T) {
 
 func TestBinaryReason(t *testing.T) {
 	for text, binary := range map[string]bool{
-		"plain text\n":                      false,
-		"caf\u00e9 \u65e5\u672c\n\ttab\r\n": false,
-		"a\x00b":                            true,
-		strings.Repeat("\x01\x02\x03", 100): true,
-		strings.Repeat("\xff\xfe", 100):     true,
-		"":                                  false,
+		"plain text\n":                                     false,
+		"caf\u00e9 \u65e5\u672c\n\ttab\r\n":                false,
+		"a\x00b":                                           true,
+		strings.Repeat("\x01\x02\x03", 100):                true,
+		strings.Repeat("\xff\xfe", 100):                    false, // not UTF-8, but an 8-bit encoding is text too
+		"Se\xf1or Mu\xf1oz, fa\xe7ade\n":                   false, // Latin-1
+		strings.Repeat("text\x1b[0m ", 20):                 true,  // 10% control characters
+		strings.Repeat(strings.Repeat("x", 30)+"\x1b", 20): false, // 3%
+		"": false,
 	} {
 		if got := binaryReason([]byte(text)) != ""; got != binary {
 			t.Errorf("binaryReason(%q) = %v, want %v", text, got, binary)
