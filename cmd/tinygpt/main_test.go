@@ -177,6 +177,13 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("tinygpt %s: exit %d, output %q; want exit %d and %q", strings.Join(c.args, " "), code, out+errOut, c.code, c.want)
 		}
 	}
+	// convert knows a file by what it is, not by its name: a hard link to the input is the input.
+	link := filepath.Join(dir, "link.tinygpt")
+	if err := os.Link(garbage, link); err == nil {
+		if code, _, errOut := tinygpt(t, "", "convert", "--to", "fp16", garbage, link); code != 1 || !strings.Contains(errOut, "input and output are the same file") {
+			t.Errorf("convert onto a hard link of its input: exit %d, %q", code, errOut)
+		}
+	}
 }
 
 // A diverging run stops with a clear message and leaves only finite checkpoints behind.

@@ -230,7 +230,7 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 		return errUsage
 	}
 	in, out := rest[0], rest[1]
-	if filepath.Clean(in) == filepath.Clean(out) {
+	if samePath(in, out) {
 		return fmt.Errorf("input and output are the same file %s", in)
 	}
 	f, err := format.ReadFile(in)
