@@ -177,22 +177,6 @@ var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32,
 	},
 }
 
-// flag is 1 for true and 0 for false, as the assembly kernels take it.
-func flag(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// first returns a pointer to v[0], or nil for a nil slice.
-func first(v []float32) *float32 {
-	if v == nil {
-		return nil
-	}
-	return &v[0]
-}
-
 // expShift8, gelu8 and geluGrad8 are the vector elementwise kernels of elementwise_amd64.s; n
 // must be a positive multiple of 8.
 //

@@ -1,10 +1,10 @@
 //go:build !amd64
 
-package cpu
+// The vector kernels below are the portable Go ones everywhere but amd64 (whose assembly
+// versions are in kernel_amd64.go); arm64 has an assembly matrix micro-kernel only
+// (kernel_arm64.go).
 
-// kernels lists the matrix micro-kernels this CPU can run. Only amd64 has assembly kernels so
-// far; elsewhere (arm64, wasm) the plain-Go kernel runs.
-func kernels() []microKernel { return []microKernel{goKernel} }
+package cpu
 
 // dot returns Σ a[i]·b[i] over len(a) elements (b must be at least as long).
 func dot(a, b []float32) float32 { return dotGo(a, b) }

@@ -61,6 +61,22 @@ func checkBlock(kc, mr, nr int, a []float32, rs, ks int, b []float32, bs int, c 
 	}
 }
 
+// flag is 1 for true and 0 for false, as the assembly kernels take it.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// first returns a pointer to v[0], or nil for a nil slice.
+func first(v []float32) *float32 {
+	if v == nil {
+		return nil
+	}
+	return &v[0]
+}
+
 // bestKernel is the fastest micro-kernel this CPU supports, chosen at start-up.
 func bestKernel() microKernel { return kernels()[0] }
 

@@ -1,0 +1,180 @@
+#include "textflag.h"
+
+// FADD4S(m, n, d) is FADD Vd.4S, Vn.4S, Vm.4S (d = n + m, four floats), which Go's arm64
+// assembler does not spell; the instruction is written out as its encoding.
+#define FADD4S(m, n, d) WORD $(0x4E20D400 | ((m)<<16) | ((n)<<5) | (d))
+
+// func gemm12x8NEON(kc int, a *float32, rs, ks int, b *float32, bs int, c *float32, ldc int, accumulate int, bias *float32)
+//
+// One 12×8 block of C = A·B (+ C when accumulate != 0) (+ bias when bias != nil), held in
+// twenty-four 4-float accumulators V0–V23, two per row (row r in V2r and V2r+1). Element
+// (r, k) of A is at a + 4·(r·rs + k·ks), element (k, j) of B at b + 4·(k·bs + j), element
+// (r, j) of C at c + 4·(r·ldc + j); strides are in floats. Each step loads 8 floats of B
+// (V24, V25), broadcasts one float of each of the 12 rows of A (V26–V31 in turn) and issues 24
+// fused multiply-adds; the sum over k runs in ascending order, then C and the bias are added.
+TEXT ·gemm12x8NEON(SB), NOSPLIT, $0-80
+	MOVD kc+0(FP), R0
+	MOVD a+8(FP), R1
+	MOVD rs+16(FP), R2
+	LSL $2, R2, R2
+	MOVD ks+24(FP), R3
+	LSL $2, R3, R3
+	MOVD b+32(FP), R4
+	MOVD bs+40(FP), R5
+	LSL $2, R5, R5
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	VEOR V16.B16, V16.B16, V16.B16
+	VEOR V17.B16, V17.B16, V17.B16
+	VEOR V18.B16, V18.B16, V18.B16
+	VEOR V19.B16, V19.B16, V19.B16
+	VEOR V20.B16, V20.B16, V20.B16
+	VEOR V21.B16, V21.B16, V21.B16
+	VEOR V22.B16, V22.B16, V22.B16
+	VEOR V23.B16, V23.B16, V23.B16
+	CBZ R0, store
+
+loop:
+	VLD1.P (R4)(R5), [V24.S4, V25.S4]
+	MOVD R1, R6
+	VLD1R.P (R6)(R2), [V26.S4]
+	VFMLA V24.S4, V26.S4, V0.S4
+	VFMLA V25.S4, V26.S4, V1.S4
+	VLD1R.P (R6)(R2), [V27.S4]
+	VFMLA V24.S4, V27.S4, V2.S4
+	VFMLA V25.S4, V27.S4, V3.S4
+	VLD1R.P (R6)(R2), [V28.S4]
+	VFMLA V24.S4, V28.S4, V4.S4
+	VFMLA V25.S4, V28.S4, V5.S4
+	VLD1R.P (R6)(R2), [V29.S4]
+	VFMLA V24.S4, V29.S4, V6.S4
+	VFMLA V25.S4, V29.S4, V7.S4
+	VLD1R.P (R6)(R2), [V30.S4]
+	VFMLA V24.S4, V30.S4, V8.S4
+	VFMLA V25.S4, V30.S4, V9.S4
+	VLD1R.P (R6)(R2), [V31.S4]
+	VFMLA V24.S4, V31.S4, V10.S4
+	VFMLA V25.S4, V31.S4, V11.S4
+	VLD1R.P (R6)(R2), [V26.S4]
+	VFMLA V24.S4, V26.S4, V12.S4
+	VFMLA V25.S4, V26.S4, V13.S4
+	VLD1R.P (R6)(R2), [V27.S4]
+	VFMLA V24.S4, V27.S4, V14.S4
+	VFMLA V25.S4, V27.S4, V15.S4
+	VLD1R.P (R6)(R2), [V28.S4]
+	VFMLA V24.S4, V28.S4, V16.S4
+	VFMLA V25.S4, V28.S4, V17.S4
+	VLD1R.P (R6)(R2), [V29.S4]
+	VFMLA V24.S4, V29.S4, V18.S4
+	VFMLA V25.S4, V29.S4, V19.S4
+	VLD1R.P (R6)(R2), [V30.S4]
+	VFMLA V24.S4, V30.S4, V20.S4
+	VFMLA V25.S4, V30.S4, V21.S4
+	VLD1R.P (R6)(R2), [V31.S4]
+	VFMLA V24.S4, V31.S4, V22.S4
+	VFMLA V25.S4, V31.S4, V23.S4
+	ADD R3, R1, R1
+	SUBS $1, R0, R0
+	BNE loop
+
+store:
+	MOVD c+48(FP), R7
+	MOVD ldc+56(FP), R8
+	LSL $2, R8, R8
+	MOVD accumulate+64(FP), R9
+	CBZ R9, nocacc
+	MOVD R7, R6
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 0, 0)
+	FADD4S(25, 1, 1)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 2, 2)
+	FADD4S(25, 3, 3)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 4, 4)
+	FADD4S(25, 5, 5)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 6, 6)
+	FADD4S(25, 7, 7)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 8, 8)
+	FADD4S(25, 9, 9)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 10, 10)
+	FADD4S(25, 11, 11)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 12, 12)
+	FADD4S(25, 13, 13)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 14, 14)
+	FADD4S(25, 15, 15)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 16, 16)
+	FADD4S(25, 17, 17)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 18, 18)
+	FADD4S(25, 19, 19)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 20, 20)
+	FADD4S(25, 21, 21)
+	VLD1.P (R6)(R8), [V24.S4, V25.S4]
+	FADD4S(24, 22, 22)
+	FADD4S(25, 23, 23)
+
+nocacc:
+	MOVD bias+72(FP), R10
+	CBZ R10, nobias
+	VLD1 (R10), [V24.S4, V25.S4]
+	FADD4S(24, 0, 0)
+	FADD4S(25, 1, 1)
+	FADD4S(24, 2, 2)
+	FADD4S(25, 3, 3)
+	FADD4S(24, 4, 4)
+	FADD4S(25, 5, 5)
+	FADD4S(24, 6, 6)
+	FADD4S(25, 7, 7)
+	FADD4S(24, 8, 8)
+	FADD4S(25, 9, 9)
+	FADD4S(24, 10, 10)
+	FADD4S(25, 11, 11)
+	FADD4S(24, 12, 12)
+	FADD4S(25, 13, 13)
+	FADD4S(24, 14, 14)
+	FADD4S(25, 15, 15)
+	FADD4S(24, 16, 16)
+	FADD4S(25, 17, 17)
+	FADD4S(24, 18, 18)
+	FADD4S(25, 19, 19)
+	FADD4S(24, 20, 20)
+	FADD4S(25, 21, 21)
+	FADD4S(24, 22, 22)
+	FADD4S(25, 23, 23)
+
+nobias:
+	VST1.P [V0.S4, V1.S4], (R7)(R8)
+	VST1.P [V2.S4, V3.S4], (R7)(R8)
+	VST1.P [V4.S4, V5.S4], (R7)(R8)
+	VST1.P [V6.S4, V7.S4], (R7)(R8)
+	VST1.P [V8.S4, V9.S4], (R7)(R8)
+	VST1.P [V10.S4, V11.S4], (R7)(R8)
+	VST1.P [V12.S4, V13.S4], (R7)(R8)
+	VST1.P [V14.S4, V15.S4], (R7)(R8)
+	VST1.P [V16.S4, V17.S4], (R7)(R8)
+	VST1.P [V18.S4, V19.S4], (R7)(R8)
+	VST1.P [V20.S4, V21.S4], (R7)(R8)
+	VST1.P [V22.S4, V23.S4], (R7)(R8)
+	RET
