@@ -178,3 +178,94 @@ nobias:
 	VST1.P [V20.S4, V21.S4], (R7)(R8)
 	VST1.P [V22.S4, V23.S4], (R7)(R8)
 	RET
+
+// FADDP4S(m, n, d) is FADDP Vd.4S, Vn.4S, Vm.4S (pairwise sums: d = n0+n1, n2+n3, m0+m1,
+// m2+m3) and FADDP2S(n, d) the scalar FADDP Sd, Vn.2S (d = n0+n1), also written out.
+#define FADDP4S(m, n, d) WORD $(0x6E20D400 | ((m)<<16) | ((n)<<5) | (d))
+#define FADDP2S(n, d) WORD $(0x7E30D800 | ((n)<<5) | (d))
+
+// func dotRows4NEON(out, q, k *float32, ld, rows, n int)
+//
+// out[r] = Σ_i q[i]·k[r·ld+i] for r in [0, rows) and n a positive multiple of 4, each sum in
+// four interleaved 4-wide accumulators (16 terms per iteration while n allows, then 4 into
+// the first) added as (V0+V1)+(V2+V3) and then across lanes.
+TEXT ·dotRows4NEON(SB), NOSPLIT, $0-48
+	MOVD out+0(FP), R0
+	MOVD q+8(FP), R1
+	MOVD k+16(FP), R2
+	MOVD ld+24(FP), R3
+	LSL $2, R3, R3
+	MOVD rows+32(FP), R4
+	MOVD n+40(FP), R5
+drow:
+	CBZ R4, ddone
+	MOVD R1, R6
+	MOVD R2, R7
+	MOVD R5, R8
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+d16:
+	CMP $16, R8
+	BLT d4
+	VLD1.P 64(R6), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VLD1.P 64(R7), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VFMLA V16.S4, V4.S4, V0.S4
+	VFMLA V17.S4, V5.S4, V1.S4
+	VFMLA V18.S4, V6.S4, V2.S4
+	VFMLA V19.S4, V7.S4, V3.S4
+	SUB $16, R8, R8
+	B d16
+d4:
+	CBZ R8, dsum
+	VLD1.P 16(R6), [V4.S4]
+	VLD1.P 16(R7), [V16.S4]
+	VFMLA V16.S4, V4.S4, V0.S4
+	SUB $4, R8, R8
+	B d4
+dsum:
+	FADD4S(1, 0, 0)
+	FADD4S(3, 2, 2)
+	FADD4S(2, 0, 0)
+	FADDP4S(0, 0, 0)
+	FADDP2S(0, 0)
+	FMOVS F0, (R0)
+	ADD $4, R0, R0
+	ADD R3, R2, R2
+	SUB $1, R4, R4
+	B drow
+ddone:
+	RET
+
+// func axpy4NEON(y, x *float32, a float32, n int)
+//
+// y[i] += a·x[i] (one fused multiply-add each) for n a positive multiple of 4.
+TEXT ·axpy4NEON(SB), NOSPLIT, $0-32
+	MOVD y+0(FP), R0
+	MOVD x+8(FP), R1
+	FMOVS a+16(FP), F0
+	VDUP V0.S[0], V0.S4
+	MOVD n+24(FP), R2
+a16:
+	CMP $16, R2
+	BLT a4
+	VLD1 (R0), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VLD1.P 64(R1), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VFMLA V0.S4, V16.S4, V4.S4
+	VFMLA V0.S4, V17.S4, V5.S4
+	VFMLA V0.S4, V18.S4, V6.S4
+	VFMLA V0.S4, V19.S4, V7.S4
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
+	SUB $16, R2, R2
+	B a16
+a4:
+	CBZ R2, adone
+	VLD1 (R0), [V4.S4]
+	VLD1.P 16(R1), [V16.S4]
+	VFMLA V0.S4, V16.S4, V4.S4
+	VST1.P [V4.S4], 16(R0)
+	SUB $4, R2, R2
+	B a4
+adone:
+	RET

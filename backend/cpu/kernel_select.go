@@ -1,16 +1,10 @@
 //go:build !amd64
 
 // The vector kernels below are the portable Go ones everywhere but amd64 (whose assembly
-// versions are in kernel_amd64.go); arm64 has an assembly matrix micro-kernel only
-// (kernel_arm64.go).
+// versions are in kernel_amd64.go). arm64 has assembly for the matrix micro-kernel, dot,
+// dotRows and axpy only (kernel_arm64.go); kernels_portable.go has those for the rest.
 
 package cpu
-
-// dot returns Σ a[i]·b[i] over len(a) elements (b must be at least as long).
-func dot(a, b []float32) float32 { return dotGo(a, b) }
-
-// axpy adds a·x to y over len(y) elements (x must be at least as long).
-func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
 
 // addSlice sets out[i] = a[i] + b[i] over len(out) elements; out may be a or b.
 func addSlice(out, a, b []float32) { addMulGo(out, a, b, false) }
@@ -81,6 +75,3 @@ func transposeRows(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 
 // pause is a spin-wait hint; there is none here.
 func pause() {}
-
-// dotRows sets out[r] = dot(q, k[r·ld:]) for r in [0, len(out)).
-func dotRows(out, q, k []float32, ld int) { dotRowsGo(out, q, k, ld) }
