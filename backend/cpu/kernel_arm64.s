@@ -12,6 +12,8 @@
 // (r, j) of C at c + 4·(r·ldc + j); strides are in floats. Each step loads 8 floats of B
 // (V24, V25), broadcasts one float of each of the 12 rows of A (V26–V31 in turn) and issues 24
 // fused multiply-adds; the sum over k runs in ascending order, then C and the bias are added.
+// Each row of A has its own pointer (R6–R17), advanced by ks as it loads, so that no chain of
+// address updates runs through a step.
 TEXT ·gemm12x8NEON(SB), NOSPLIT, $0-80
 	MOVD kc+0(FP), R0
 	MOVD a+8(FP), R1
@@ -22,6 +24,18 @@ TEXT ·gemm12x8NEON(SB), NOSPLIT, $0-80
 	MOVD b+32(FP), R4
 	MOVD bs+40(FP), R5
 	LSL $2, R5, R5
+	MOVD R1, R6
+	ADD R2, R6, R7
+	ADD R2, R7, R8
+	ADD R2, R8, R9
+	ADD R2, R9, R10
+	ADD R2, R10, R11
+	ADD R2, R11, R12
+	ADD R2, R12, R13
+	ADD R2, R13, R14
+	ADD R2, R14, R15
+	ADD R2, R15, R16
+	ADD R2, R16, R17
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
@@ -50,44 +64,42 @@ TEXT ·gemm12x8NEON(SB), NOSPLIT, $0-80
 
 loop:
 	VLD1.P (R4)(R5), [V24.S4, V25.S4]
-	MOVD R1, R6
-	VLD1R.P (R6)(R2), [V26.S4]
+	VLD1R.P (R6)(R3), [V26.S4]
 	VFMLA V24.S4, V26.S4, V0.S4
 	VFMLA V25.S4, V26.S4, V1.S4
-	VLD1R.P (R6)(R2), [V27.S4]
+	VLD1R.P (R7)(R3), [V27.S4]
 	VFMLA V24.S4, V27.S4, V2.S4
 	VFMLA V25.S4, V27.S4, V3.S4
-	VLD1R.P (R6)(R2), [V28.S4]
+	VLD1R.P (R8)(R3), [V28.S4]
 	VFMLA V24.S4, V28.S4, V4.S4
 	VFMLA V25.S4, V28.S4, V5.S4
-	VLD1R.P (R6)(R2), [V29.S4]
+	VLD1R.P (R9)(R3), [V29.S4]
 	VFMLA V24.S4, V29.S4, V6.S4
 	VFMLA V25.S4, V29.S4, V7.S4
-	VLD1R.P (R6)(R2), [V30.S4]
+	VLD1R.P (R10)(R3), [V30.S4]
 	VFMLA V24.S4, V30.S4, V8.S4
 	VFMLA V25.S4, V30.S4, V9.S4
-	VLD1R.P (R6)(R2), [V31.S4]
+	VLD1R.P (R11)(R3), [V31.S4]
 	VFMLA V24.S4, V31.S4, V10.S4
 	VFMLA V25.S4, V31.S4, V11.S4
-	VLD1R.P (R6)(R2), [V26.S4]
+	VLD1R.P (R12)(R3), [V26.S4]
 	VFMLA V24.S4, V26.S4, V12.S4
 	VFMLA V25.S4, V26.S4, V13.S4
-	VLD1R.P (R6)(R2), [V27.S4]
+	VLD1R.P (R13)(R3), [V27.S4]
 	VFMLA V24.S4, V27.S4, V14.S4
 	VFMLA V25.S4, V27.S4, V15.S4
-	VLD1R.P (R6)(R2), [V28.S4]
+	VLD1R.P (R14)(R3), [V28.S4]
 	VFMLA V24.S4, V28.S4, V16.S4
 	VFMLA V25.S4, V28.S4, V17.S4
-	VLD1R.P (R6)(R2), [V29.S4]
+	VLD1R.P (R15)(R3), [V29.S4]
 	VFMLA V24.S4, V29.S4, V18.S4
 	VFMLA V25.S4, V29.S4, V19.S4
-	VLD1R.P (R6)(R2), [V30.S4]
+	VLD1R.P (R16)(R3), [V30.S4]
 	VFMLA V24.S4, V30.S4, V20.S4
 	VFMLA V25.S4, V30.S4, V21.S4
-	VLD1R.P (R6)(R2), [V31.S4]
+	VLD1R.P (R17)(R3), [V31.S4]
 	VFMLA V24.S4, V31.S4, V22.S4
 	VFMLA V25.S4, V31.S4, V23.S4
-	ADD R3, R1, R1
 	SUBS $1, R0, R0
 	BNE loop
 
