@@ -36,6 +36,7 @@ func transposeRows(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 		return
 	}
 	_, _ = dst[(cols-1)*ldd+rows-1], src[(rows-1)*lds+cols-1]
+	_ = src[min(lds, ldd, 0)] // the check of the far corner covers the rest only for strides ≥ 0
 	r8, c8 := 0, 0
 	if useFMA {
 		r8, c8 = rows&^7, cols&^7
@@ -52,6 +53,7 @@ func copyRows(dst, src []float32, bs, rows, w int) {
 		return
 	}
 	_, _ = dst[rows*w-1], src[(rows-1)*bs+w-1]
+	_ = src[min(bs, 0)] // as in transposeRows
 	if useFMA && w%16 == 0 {
 		copyRows16(&dst[0], &src[0], bs, rows, w/16)
 		return
@@ -81,6 +83,7 @@ func dotRows(out, q, k []float32, ld int) {
 		return
 	}
 	_ = k[(len(out)-1)*ld+len(q)-1]
+	_ = k[min(ld, 0)] // below 0 for a negative stride, which the check of the last row misses
 	dotRows8FMA(&out[0], &q[0], &k[0], ld, len(out), n8)
 }
 

@@ -52,6 +52,7 @@ func dotRows(out, q, k []float32, ld int) {
 		return
 	}
 	_ = k[(len(out)-1)*ld+len(q)-1]
+	_ = k[min(ld, 0)] // below 0 for a negative stride, which the check of the last row misses
 	dotRows4NEON(&out[0], &q[0], &k[0], ld, len(out), len(q))
 }
 

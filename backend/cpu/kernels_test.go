@@ -1398,3 +1398,34 @@ func TestDotAxpy(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelsRefuseBadBlocks requires every micro-kernel's wrapper to panic, not to run its
+// assembly, on a negative stride or an empty inner dimension: its bounds check looks at the
+// block's far corner, which covers the block only for kc ≥ 1 and strides ≥ 0.
+func TestKernelsRefuseBadBlocks(t *testing.T) {
+	buf := make([]float32, 4096)
+	for _, k := range kernels() {
+		for _, s := range [][5]int{{2, -1, 12, 64, 64}, {2, 12, -1, 64, 64}, {2, 1, 12, -1, 64}, {2, 1, 12, 64, -1}, {0, 64, 1, 1, 64}} {
+			kc, rs, ks, bs, ldc := s[0], s[1], s[2], s[3], s[4]
+			// Start the operands mid-buffer so that the far corner of a bad block is inside it.
+			a, b, c := buf[2048:], buf[2048:], buf[2048:]
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: kc %d, strides %d %d %d %d: no panic", k.name, kc, rs, ks, bs, ldc)
+					}
+				}()
+				k.fn(kc, a, rs, ks, b, bs, c, ldc, false, nil)
+			}()
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Errorf("dotRows with a negative row stride: no panic")
+			}
+		}()
+		out := make([]float32, 3)
+		dotRows(out, buf[:16], buf[2048:], -4) // the last row's end, k[7], is inside k
+	}()
+}

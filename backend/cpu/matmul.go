@@ -51,8 +51,12 @@ type microKernel struct {
 }
 
 // checkBlock panics (with an index error) unless every element a micro-kernel of size mr×nr
-// touches lies inside its slices. The assembly kernels rely on it for memory safety.
+// touches lies inside its slices. The assembly kernels rely on it for memory safety. Checking
+// the far corner covers the whole block only for kc ≥ 1 and strides ≥ 0, so it checks those
+// first (an index below 0 if any is not; a call to report it would keep checkBlock from
+// being inlined).
 func checkBlock(kc, mr, nr int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, bias []float32) {
+	_ = c[min(kc-1, rs, ks, bs, ldc, 0)]
 	_ = a[(mr-1)*rs+(kc-1)*ks]
 	_ = b[(kc-1)*bs+nr-1]
 	_ = c[(mr-1)*ldc+nr-1]
@@ -88,7 +92,9 @@ func kernel4x4(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32
 	// Sixteen scalar accumulators rather than an array, which Go keeps in memory: on
 	// machines with 32 float registers (arm64) they stay in registers, and under js/wasm a
 	// tiny step is 3–4% faster. (amd64's 16 registers spill them, but amd64 runs this kernel
-	// only under TINYGPT_NOASM=1: 5.3 → 4.0 GFLOP/s there.)
+	// only under TINYGPT_NOASM=1: 5.3 → 4.0 GFLOP/s there.) On arm64 Go compiles c += a·b
+	// to a fused multiply-add, on amd64 to a multiply and an add: the results differ by
+	// float32 rounding.
 	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 float32
 	for k := 0; k < kc; k++ {
 		bk := b[k*bs : k*bs+4 : k*bs+4]
