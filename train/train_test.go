@@ -243,6 +243,36 @@ func TestRunCancelAndFinish(t *testing.T) {
 	}
 }
 
+// Stopping during the final sample (slow on a software GPU) saves the last step at once, with
+// the sample from before, instead of finishing the sample first.
+func TestRunCancelDuringFinalSample(t *testing.T) {
+	o := smallOptions()
+	o.Steps = 3
+	o.CheckpointEvery = 0
+	tr, _ := New(cpu.New(), o, testCorpus(2000))
+	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	ctx, cancel := context.WithCancel(context.Background())
+	var samples int
+	err := tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
+		if e.Kind == "eval" && e.Step == o.Steps {
+			cancel() // the final sample comes next
+		}
+		if e.Kind == "sample" {
+			samples++
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil || int(f.Step) != o.Steps {
+		t.Fatalf("after cancel: %v, step %d", err, f.Step)
+	}
+	if f.Header.Sample != "" || samples != 0 {
+		t.Errorf("a sample was generated after the cancel: %q, %d events", f.Header.Sample, samples)
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	s := Schedule{Kind: Cosine, LR: 1e-3, MinLR: 1e-4, Warmup: 10, Steps: 110}
 	for _, c := range []struct {

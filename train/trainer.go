@@ -344,9 +344,11 @@ func (t *Trainer) LastLosses() (train, val float64) { return t.lastTrain, t.last
 
 // GenerateSample generates n bytes after prompt with temperature 0.8 and top-k 40, stores the
 // text as the run's sample, and returns it. Bytes that are not UTF-8 become U+FFFD, since the
-// sample is saved as a JSON string.
-func (t *Trainer) GenerateSample(prompt string, n int, seed uint64) (string, error) {
-	out, err := Generate(t.Model, []byte(prompt), n, gpt.Sampling{Temperature: 0.8, TopK: 40}, seed, nil)
+// sample is saved as a JSON string. It stops with ctx's error, keeping the previous sample,
+// when ctx is cancelled (generation is slow on a software GPU).
+func (t *Trainer) GenerateSample(ctx context.Context, prompt string, n int, seed uint64) (string, error) {
+	out, err := Generate(t.Model, []byte(prompt), n, gpt.Sampling{Temperature: 0.8, TopK: 40}, seed,
+		func(byte) error { return ctx.Err() })
 	if err != nil {
 		return "", err
 	}
@@ -542,14 +544,23 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			emit(Event{Kind: "eval", Step: t.Step(), Loss: r.Loss, Val: v, BestVal: t.Best.Loss})
 		}
 		if ro.SampleEvery > 0 && t.Step()%ro.SampleEvery == 0 && !last {
-			s, err := t.GenerateSample("\n", 160, uint64(t.Step()))
-			if err != nil {
+			s, err := t.GenerateSample(ctx, "\n", 160, uint64(t.Step()))
+			if err != nil && ctx.Err() == nil {
 				return err
 			}
-			emit(Event{Kind: "sample", Step: t.Step(), Text: s})
+			if err == nil {
+				emit(Event{Kind: "sample", Step: t.Step(), Text: s})
+			}
 		}
 		if last {
-			if _, err := t.GenerateSample("\n", 300, uint64(t.Opts.Seed)); err != nil {
+			// Stopped during the final sample: save the last step with the sample before it.
+			if _, err := t.GenerateSample(ctx, "\n", 300, uint64(t.Opts.Seed)); err != nil {
+				if ctx.Err() != nil {
+					if err := save(); err != nil {
+						return err
+					}
+					return ctx.Err()
+				}
 				return err
 			}
 			if err := save(); err != nil {

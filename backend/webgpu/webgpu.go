@@ -106,6 +106,9 @@ func overlaps(a, b *tensor) bool {
 		return false // not bindable: run refuses them
 	}
 	x, y := a.bind(), b.bind()
+	if x.Buf == nil || y.Buf == nil {
+		return false // not allocated (the backend failed first): nothing to share
+	}
 	return x.Buf == y.Buf && x.Off < y.Off+y.Size && y.Off < x.Off+x.Size
 }
 
