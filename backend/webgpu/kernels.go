@@ -446,6 +446,9 @@ func attnParams(B, NQ, TK, C, NH, P0 int, saveLSE bool) []uint32 {
 		f32(float32(1 / math.Sqrt(float64(hs)))), s, 1}
 }
 
+// MaxHeadSize is the largest attention head (d_model / heads) the attention kernels take.
+const MaxHeadSize = 256
+
 // attnKernel returns the attention entry for head size C/NH: compiled for that size when it is
 // at most 64 (see attention.wgsl), otherwise the kernel for any size up to 256.
 func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
@@ -453,10 +456,10 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	switch {
 	case hs <= 64:
 		return be.kernel("attention", entry, 8, uint32(hs))
-	case hs <= 256:
+	case hs <= MaxHeadSize:
 		return be.kernel("attention", entry, 8, 0)
 	}
-	be.fail(fmt.Errorf("attention head size %d exceeds the supported 256", hs))
+	be.fail(fmt.Errorf("attention head size %d exceeds the supported %d", hs, MaxHeadSize))
 	return nil
 }
 

@@ -547,6 +547,15 @@ func TestFailureIsSticky(t *testing.T) {
 			t.Fatalf("download after a failure read %v, want NaN", got)
 		}
 	}
+	// Tensors allocated after the failure have no buffers; copies and elementwise kernels
+	// between them return (they once took each other for overlapping and copied to scratch
+	// until the stack overflowed).
+	x, y := be.Alloc(64), be.Alloc(64)
+	be.Copy(x, y, 64)
+	be.Add(x, x, y, 64)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "spans 2 device buffers") {
+		t.Fatalf("Err after more work: %v, want the first failure", err)
+	}
 }
 
 // A tensor longer than SegmentLen is stored in pieces, each its own buffer: uploads,

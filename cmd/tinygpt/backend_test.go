@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
 	"tinygpt/backend/webgpu"
 )
 
@@ -59,5 +62,55 @@ func TestBackendWebGPU(t *testing.T) {
 		if code != 0 || len(out) < 20 {
 			t.Fatalf("sample --backend %s: exit %d\n%s%s", b, code, out, errOut)
 		}
+	}
+}
+
+// A model whose attention heads are wider than the GPU's attention takes is refused when the
+// backend opens, by train, sample and eval alike, rather than failing at its first pass (and
+// auto falls back to the CPU for it).
+func TestBackendWebGPURefusesWideHeads(t *testing.T) {
+	be, err := webgpu.New()
+	if err != nil {
+		t.Skipf("no WebGPU adapter: %v", err)
+	}
+	be.Close()
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	model := filepath.Join(dir, "m.tinygpt")
+	shape := []string{"--layers", "1", "--d-model", "264", "--heads", "1", "--ctx", "8", "--batch", "1"}
+	code, out, errOut := tinygpt(t, "", append([]string{"train", "--data", corpus, "--steps", "1", "--eval-every", "0", "--out", model, "--backend", "cpu"}, shape...)...)
+	if code != 0 {
+		t.Fatalf("train --backend cpu: exit %d\n%s%s", code, out, errOut)
+	}
+	const want = "--backend webgpu: the model's attention heads are 264 wide"
+	for _, args := range [][]string{
+		append([]string{"train", "--data", corpus, "--steps", "1", "--out", filepath.Join(dir, "g.tinygpt"), "--backend", "webgpu"}, shape...),
+		{"sample", "--model", model, "--tokens", "5", "--backend", "webgpu"},
+		{"eval", "--model", model, "--backend", "webgpu"},
+	} {
+		code, _, errOut := tinygpt(t, "", args...)
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and %q", args[0], code, errOut, want)
+		}
+	}
+}
+
+// failedBackend is a backend whose device has failed.
+type failedBackend struct{ backend.Backend }
+
+func (failedBackend) Err() error { return errors.New("webgpu: device lost") }
+
+// A failure on a backend that has its own error reports that error, with what to do next; on
+// a backend without one, the failure itself.
+func TestBackendFailure(t *testing.T) {
+	symptom := errors.New("training loss is NaN at step 3")
+	if got := backendFailure(failedBackend{}, symptom, ""); got.Error() != "webgpu: device lost (switch to --backend cpu)" {
+		t.Errorf("no hint: %v", got)
+	}
+	if got := backendFailure(failedBackend{}, symptom, "resume m.tinygpt"); got.Error() != "webgpu: device lost (resume m.tinygpt)" {
+		t.Errorf("with a hint: %v", got)
+	}
+	if got := backendFailure(cpu.New(), symptom, "x"); got != symptom {
+		t.Errorf("cpu: %v", got)
 	}
 }

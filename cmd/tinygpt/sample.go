@@ -74,6 +74,10 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	_, err = train.Generate(m, []byte(*prompt), *tokens,
 		gpt.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP}, s,
 		func(b byte) error {
+			// After a GPU error the backend computes nothing: stop before printing its garbage.
+			if berr := backendErr(be); berr != nil {
+				return fmt.Errorf("%w (switch to --backend cpu)", berr)
+			}
 			if n == 0 {
 				first = time.Since(start)
 			}

@@ -83,6 +83,9 @@ corpus stored in the model file.`)
 	}
 	start := time.Now()
 	loss, windows, err := train.ExactLoss(m, text, *batch)
+	if berr := backendErr(be); berr != nil {
+		return fmt.Errorf("%w (switch to --backend cpu)", berr)
+	}
 	if err != nil {
 		return fmt.Errorf("%s split of %s: %w", *split, corpus.Source, err)
 	}
@@ -340,7 +343,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	for _, p := range list {
 		r, err := train.Bench(be, p, *warmup, *steps)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err))
+			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err, ""))
 		}
 		if *asJSON {
 			if err := enc.Encode(r); err != nil {

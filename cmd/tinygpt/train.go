@@ -42,8 +42,9 @@ func autoGPUWork() float64 { return autoGPUWorkPerCore * float64(runtime.GOMAXPR
 
 // workload describes the passes a command will run, for choosing and checking a backend.
 type workload struct {
-	flops   float64 // floating-point operations of one pass (0: unknown)
-	largest int64   // bytes of the largest tensor the model allocates (0: unknown)
+	flops    float64 // floating-point operations of one pass (0: unknown)
+	largest  int64   // bytes of the largest tensor the model allocates (0: unknown)
+	headSize int     // the largest attention head, d_model / heads (0: unknown)
 }
 
 // modelLoad is the workload of passes over tokens positions (B·T) of a model of shape c, with
@@ -53,7 +54,7 @@ func modelLoad(c gpt.Config, tokens int, flopsPerToken float64) workload {
 	// (backend.Backend.SegmentLen); a parameter and an activation each live in one.
 	n := int64(tokens)
 	largest := max(int64(gpt.LargestParam(c)), n*gpt.Vocab, n*int64(c.DMlp)) * 4
-	return workload{flops: flopsPerToken * float64(tokens), largest: largest}
+	return workload{flops: flopsPerToken * float64(tokens), largest: largest, headSize: c.DModel / max(c.Heads, 1)}
 }
 
 // trainLoad is the workload of training steps of batch sequences.
@@ -111,10 +112,14 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 }
 
 // fits checks that the largest tensor of work that must lie in one buffer fits one buffer of
-// the GPU.
+// the GPU, and that the GPU's attention kernels take the model's heads.
 func fits(be *webgpu.Backend, work workload) error {
 	if lim := uint64(be.SegmentLen()) * 4; work.largest > 0 && uint64(work.largest) > lim {
 		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
+	}
+	if work.headSize > webgpu.MaxHeadSize {
+		return fmt.Errorf("the model's attention heads are %d wide (d_model / heads) and the GPU's attention takes at most %d (more --heads would do)",
+			work.headSize, webgpu.MaxHeadSize)
 	}
 	return nil
 }
@@ -126,14 +131,24 @@ func closeBackend(be backend.Backend) {
 	}
 }
 
-// backendFailure returns the backend's own error (a lost GPU device, out of GPU memory) when it
-// has one, since it explains a failure better than its symptom (such as a NaN loss), and err
-// otherwise.
-func backendFailure(be backend.Backend, err error) error {
+// backendErr returns the backend's own error (a lost GPU device, out of GPU memory), or nil.
+// After one, the backend computes nothing: results read from it are garbage.
+func backendErr(be backend.Backend) error {
 	if f, ok := be.(interface{ Err() error }); ok {
-		if berr := f.Err(); berr != nil {
-			return fmt.Errorf("%w (switch to --backend cpu, or resume the last checkpoint with --resume)", berr)
+		return f.Err()
+	}
+	return nil
+}
+
+// backendFailure returns the backend's own error when it has one, since it explains a failure
+// better than its symptom (such as a NaN loss), and err otherwise. hint, if not empty, says
+// what to do next.
+func backendFailure(be backend.Backend, err error, hint string) error {
+	if berr := backendErr(be); berr != nil {
+		if hint == "" {
+			hint = "switch to --backend cpu"
 		}
+		return fmt.Errorf("%w (%s)", berr, hint)
 	}
 	return err
 }
@@ -295,7 +310,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		}
 		t, err = train.New(be, opts, *corpus)
 		if err != nil {
-			return backendFailure(be, err)
+			return backendFailure(be, err, "")
 		}
 		if *initFrom != "" {
 			if err := loadInitWeights(t, *initFrom); err != nil {
@@ -348,7 +363,11 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		return nil
 	}
 	if err != nil {
-		return backendFailure(be, err)
+		hint := ""
+		if f, ferr := format.ReadFile(*out); ferr == nil && f.Step > 0 {
+			hint = fmt.Sprintf("switch to --backend cpu; the last checkpoint, %s, holds step %d: tinygpt train --resume %s --backend cpu", *out, f.Step, *out)
+		}
+		return backendFailure(be, err, hint)
 	}
 	tr, val := t.LastLosses()
 	fmt.Fprintf(e.stdout, "\ndone: %d steps in %s, train loss %.4f, val loss %.4f", t.Step(), t.Elapsed.Round(100*time.Millisecond), tr, val)
