@@ -303,6 +303,11 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	case errors.Is(err, context.Canceled):
 		status = StatusStopped
 	default:
+		// The backend's own error (a lost GPU device, out of GPU memory) explains a failure
+		// better than its symptom, such as a NaN loss.
+		if f, ok := t.Model.Backend().(interface{ Err() error }); ok && f.Err() != nil {
+			err = fmt.Errorf("%w (start the run again on the cpu backend)", f.Err())
+		}
 		status, msg = StatusFailed, err.Error()
 		s.cfg.Logf("tinygpt serve: run %s: %v", j.id, err)
 	}

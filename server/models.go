@@ -151,7 +151,7 @@ func (c *modelCache) refresh(ctx context.Context, l *loaded, run *Run) error {
 		return nil
 	}
 	l.model = nil
-	be, err := c.s.cfg.Open("cpu")
+	be, err := c.s.cfg.Open("cpu", gpt.Config{}, 0)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func (c *modelCache) refresh(ctx context.Context, l *loaded, run *Run) error {
 }
 
 func (c *modelCache) build(l *loaded, run *Run) error {
-	be, err := c.s.cfg.Open("cpu")
+	be, err := c.s.cfg.Open("cpu", gpt.Config{}, 0)
 	if err != nil {
 		return err
 	}

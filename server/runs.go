@@ -321,7 +321,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "the corpus has %d bytes, too short for a context of %d: it needs at least %d bytes", len(corpus.Text), opts.Model.Ctx, opts.Model.Ctx+2)
 		return
 	}
-	be, err := s.cfg.Open(beName)
+	be, err := s.cfg.Open(beName, opts.Model, opts.Batch*opts.Model.Ctx)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -426,12 +426,18 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	if b, err := os.ReadFile(s.store.corpusPath(run.ID)); err == nil {
 		corpus = &data.Corpus{Text: b, Source: run.Corpus.Source, Files: 1}
 	}
-	beName, err := s.pickBackend("auto")
+	// The run goes on on its own backend while that is available.
+	beName, err := s.pickBackend(run.Backend)
+	if err != nil {
+		beName, err = s.pickBackend("auto")
+	}
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	be, err := s.cfg.Open(beName)
+	fc := f.Header.Config
+	be, err := s.cfg.Open(beName, gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp},
+		fc.BatchSize*fc.Ctx)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return

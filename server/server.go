@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"tinygpt/backend"
+	"tinygpt/gpt"
 	"tinygpt/web"
 )
 
@@ -58,8 +59,10 @@ type Config struct {
 	Public bool
 	// Backends lists the compute backends, in order of preference for "auto".
 	Backends func() []Backend
-	// Open returns a new instance of the named backend (one per goroutine that uses it).
-	Open func(name string) (backend.Backend, error)
+	// Open returns a new instance of the named backend (one per goroutine that uses it) for
+	// a model of shape c that runs tokens positions in one pass (the zero Config and 0 where
+	// there is no model yet). It refuses a model the backend cannot run, saying why.
+	Open func(name string, c gpt.Config, tokens int) (backend.Backend, error)
 	// MaxCorpusBytes bounds an uploaded or pasted corpus (default DefaultMaxCorpusBytes).
 	MaxCorpusBytes int64
 	// MaxModelBytes bounds an uploaded model file (default DefaultMaxModelBytes).

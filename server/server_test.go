@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,12 +16,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
 	"tinygpt/format"
+	"tinygpt/gpt"
 )
 
 // testBackends is the backend list of a build with only the CPU.
@@ -31,7 +34,7 @@ func testBackends() []Backend {
 	}
 }
 
-func testOpen(name string) (backend.Backend, error) {
+func testOpen(name string, _ gpt.Config, _ int) (backend.Backend, error) {
 	if name != "cpu" {
 		return nil, fmt.Errorf("no backend %q", name)
 	}
@@ -815,6 +818,51 @@ func TestUploadOriginalFiles(t *testing.T) {
 		if text.String() != want {
 			t.Errorf("%s: greedy\n%q\nwant\n%q", file, text.String(), want)
 		}
+	}
+}
+
+// lostDevice is a backend whose device is lost: its losses come out NaN, as a GPU's reads do
+// after a failure, and Err says why.
+type lostDevice struct{ *cpu.Backend }
+
+func (lostDevice) Err() error { return errors.New("webgpu: device lost") }
+
+func (b lostDevice) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
+	b.Backend.CrossEntropy(losses, dlogits, logits, targets, N, V, scale)
+	nan := make([]float32, N)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	b.Upload(losses, nan)
+}
+
+// A run whose backend fails says what the backend says, not its symptom (a NaN loss); and a
+// continued run goes on on its own backend.
+func TestBackendFailureReported(t *testing.T) {
+	var lost atomic.Bool
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Backends = func() []Backend {
+			return []Backend{{Name: "cpu", Available: true}, {Name: "gpu", Available: true}}
+		}
+		c.Open = func(name string, _ gpt.Config, _ int) (backend.Backend, error) {
+			if name == "gpu" && lost.Load() {
+				return lostDevice{cpu.New()}, nil
+			}
+			return cpu.New(), nil
+		}
+	})
+	run := tinyRun(4)
+	run["backend"] = "gpu"
+	var start StartResponse
+	ts.json("POST", "/api/runs", run, http.StatusCreated, &start)
+	if st := ts.waitJob(ended); st.State != StatusDone || st.Run.Backend != "gpu" {
+		t.Fatalf("first run: state %s on %q", st.State, st.Run.Backend)
+	}
+	lost.Store(true)
+	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 3}, http.StatusOK, nil)
+	st := ts.waitJob(func(j JobState) bool { return ended(j) && j.Run.Step > 0 && j.State == StatusFailed })
+	if !strings.Contains(st.Run.Error, "webgpu: device lost (start the run again on the cpu backend)") || st.Run.Backend != "gpu" {
+		t.Errorf("continued run: state %s on %q, error %q", st.State, st.Run.Backend, st.Run.Error)
 	}
 }
 

@@ -95,7 +95,7 @@ func (s *Server) speed() (float64, error) {
 			c.err = err
 			return
 		}
-		be, err := s.cfg.Open("cpu")
+		be, err := s.cfg.Open("cpu", gpt.Config{}, 0)
 		if err != nil {
 			c.err = err
 			return

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"io"
+	"strings"
 	"sync"
 
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
 	"tinygpt/backend/webgpu"
+	"tinygpt/gpt"
 	"tinygpt/server"
 )
 
@@ -47,7 +50,16 @@ func backendList() []server.Backend {
 }
 
 // openNamedBackend opens a backend chosen by name for the playground (which resolves "auto"
-// with backendList first).
-func openNamedBackend(name string) (backend.Backend, error) {
-	return openBackend(name, workload{}, io.Discard)
+// with backendList first), for a model of shape c that runs tokens positions in one pass
+// (none for the zero Config): the GPU refuses a model it cannot run, as on the command line.
+func openNamedBackend(name string, c gpt.Config, tokens int) (backend.Backend, error) {
+	work := workload{}
+	if c.Layers > 0 {
+		work = modelLoad(c, tokens, 0)
+	}
+	be, err := openBackend(name, work, io.Discard)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(strings.ReplaceAll(err.Error(), "; use --backend cpu", "; choose the cpu backend"), "--backend "))
+	}
+	return be, nil
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tinygpt/gpt"
 )
 
 func TestServeBadFlags(t *testing.T) {
@@ -59,12 +61,22 @@ func TestBackendList(t *testing.T) {
 			cpuOK = true
 		}
 		if b.Available {
-			be, err := openNamedBackend(b.Name)
+			be, err := openNamedBackend(b.Name, gpt.Config{}, 0)
 			if err != nil {
 				t.Errorf("backend %s is listed as available but does not open: %v", b.Name, err)
 				continue
 			}
 			closeBackend(be)
+			if b.Name == "webgpu" {
+				// A model the GPU cannot run is refused when the run starts, in the
+				// playground's words (no command-line flags).
+				wide := gpt.Config{Layers: 1, DModel: 264, Heads: 1, Ctx: 8, DMlp: 1056}
+				_, err := openNamedBackend(b.Name, wide, 8)
+				if err == nil || !strings.Contains(err.Error(), "attention heads are 264 wide") ||
+					!strings.Contains(err.Error(), "choose the cpu backend") || strings.Contains(err.Error(), "--backend") {
+					t.Errorf("webgpu with 264-wide heads: %v", err)
+				}
+			}
 		} else if b.Note == "" {
 			t.Errorf("backend %s is unavailable without a note saying why", b.Name)
 		}

@@ -118,7 +118,7 @@ func fits(be *webgpu.Backend, work workload) error {
 		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
 	}
 	if work.headSize > webgpu.MaxHeadSize {
-		return fmt.Errorf("the model's attention heads are %d wide (d_model / heads) and the GPU's attention takes at most %d (more --heads would do)",
+		return fmt.Errorf("the model's attention heads are %d wide (d_model / heads) and the GPU's attention takes at most %d (more heads would do)",
 			work.headSize, webgpu.MaxHeadSize)
 	}
 	return nil
