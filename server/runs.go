@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"tinygpt/backend"
 	"tinygpt/data"
 	"tinygpt/format"
 	"tinygpt/gpt"
@@ -131,6 +132,35 @@ func autoEvery(steps, lo, hi int) int {
 		}
 	}
 	return min(max(n, lo), hi)
+}
+
+// openBackend opens the backend picked by name for a model of shape c running tokens
+// positions in a pass, and returns it with its name. For "auto" or "" it tries the available
+// backends in order of preference and takes the first that accepts the model (a GPU refuses
+// one it cannot run).
+func (s *Server) openBackend(name string, c gpt.Config, tokens int) (backend.Backend, string, error) {
+	if name != "" && name != "auto" {
+		if _, err := s.pickBackend(name); err != nil {
+			return nil, "", err
+		}
+		be, err := s.cfg.Open(name, c, tokens)
+		return be, name, err
+	}
+	var errs []string
+	for _, b := range s.cfg.Backends() {
+		if !b.Available {
+			continue
+		}
+		be, err := s.cfg.Open(b.Name, c, tokens)
+		if err == nil {
+			return be, b.Name, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	if len(errs) == 0 {
+		return nil, "", errors.New("no compute backend is available")
+	}
+	return nil, "", errors.New(strings.Join(errs, "; "))
 }
 
 // pickBackend resolves a backend name ("auto" or "" picks the first available one).
@@ -276,10 +306,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	beName, err := s.pickBackend(rs.Backend)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "%v", err)
-		return
+	if rs.Backend != "" && rs.Backend != "auto" {
+		if _, err := s.pickBackend(rs.Backend); err != nil {
+			httpError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
 	}
 	// Refuse a second run before doing any work; checked again under the lock below.
 	if j := s.activeJob(); j != nil {
@@ -321,7 +352,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "the corpus has %d bytes, too short for a context of %d: it needs at least %d bytes", len(corpus.Text), opts.Model.Ctx, opts.Model.Ctx+2)
 		return
 	}
-	be, err := s.cfg.Open(beName, opts.Model, opts.Batch*opts.Model.Ctx)
+	be, beName, err := s.openBackend(rs.Backend, opts.Model, opts.Batch*opts.Model.Ctx)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -427,17 +458,13 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		corpus = &data.Corpus{Text: b, Source: run.Corpus.Source, Files: 1}
 	}
 	// The run goes on on its own backend while that is available.
-	beName, err := s.pickBackend(run.Backend)
-	if err != nil {
-		beName, err = s.pickBackend("auto")
-	}
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
 	fc := f.Header.Config
-	be, err := s.cfg.Open(beName, gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp},
-		fc.BatchSize*fc.Ctx)
+	shape, tokens := gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}, fc.BatchSize*fc.Ctx
+	beName := run.Backend
+	if _, err := s.pickBackend(beName); err != nil {
+		beName = "auto"
+	}
+	be, beName, err := s.openBackend(beName, shape, tokens)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return

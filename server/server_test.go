@@ -866,6 +866,34 @@ func TestBackendFailureReported(t *testing.T) {
 	}
 }
 
+// A backend that refuses a model refuses the run that names it (400, saying why); auto then
+// takes the next backend that accepts it.
+func TestAutoSkipsBackendThatRefusesModel(t *testing.T) {
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Backends = func() []Backend {
+			return []Backend{{Name: "gpu", Available: true}, {Name: "cpu", Available: true}}
+		}
+		c.Open = func(name string, m gpt.Config, _ int) (backend.Backend, error) {
+			if name == "gpu" && m.DModel >= 16 { // tinyRun's model is 16 wide
+				return nil, errors.New("webgpu: the model is too wide for this GPU")
+			}
+			return cpu.New(), nil
+		}
+	})
+	run := tinyRun(2)
+	run["backend"] = "gpu"
+	status, body := ts.do("POST", "/api/runs", "application/json", strings.NewReader(mustJSON(t, run)))
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "too wide for this GPU") {
+		t.Errorf("gpu: %d %s", status, body)
+	}
+	run["backend"] = "auto"
+	var start StartResponse
+	ts.json("POST", "/api/runs", run, http.StatusCreated, &start)
+	if st := ts.waitJob(ended); st.State != StatusDone || st.Run.Backend != "cpu" {
+		t.Errorf("auto: state %s on %q", st.State, st.Run.Backend)
+	}
+}
+
 // A run whose loss becomes NaN fails with a message and, having written no checkpoint, cannot
 // continue.
 func TestDivergingRunFails(t *testing.T) {
@@ -884,4 +912,14 @@ func TestDivergingRunFails(t *testing.T) {
 		t.Errorf("stored run: %s %q", stored.Status, stored.Error)
 	}
 	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 5}, http.StatusConflict, nil)
+}
+
+// mustJSON encodes v as JSON.
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
