@@ -79,7 +79,7 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
 		}
 		return be, nil
-	case "auto", "":
+	case "auto":
 		if work.flops > 0 && work.flops < autoGPUWork() {
 			fmt.Fprintf(w, "backend auto: cpu (a pass is %.3g GFLOP, under the %.3g GFLOP from which a GPU overtakes %d CPU threads)\n",
 				work.flops/1e9, autoGPUWork()/1e9, runtime.GOMAXPROCS(0))
@@ -91,7 +91,8 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 			return cpu.New(), nil
 		}
 		if be.Software() {
-			fmt.Fprintf(w, "backend auto: cpu (the only WebGPU adapter, %s, is a software renderer, slower than the CPU backend)\n", be.Describe())
+			fmt.Fprintf(w, "backend auto: cpu (the only WebGPU adapter, %s, is a software renderer, slower than the CPU backend)\n",
+				strings.TrimPrefix(be.Describe(), "webgpu: "))
 			be.Close()
 			return cpu.New(), nil
 		}
