@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"tinygpt/backend"
 	"tinygpt/format"
 	"tinygpt/train"
 )
@@ -188,6 +189,13 @@ func (j *job) control(ctx context.Context, action string) error {
 
 var errNotTraining = errors.New("no run is training")
 
+// closeBackend releases a backend's device, if it holds one.
+func closeBackend(be backend.Backend) {
+	if c, ok := be.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
 // startJob runs t in a new goroutine as the server's job. The caller holds s.mu and has checked
 // that no job is active.
 func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sampleEvery int, resumed bool) *job {
@@ -324,6 +332,9 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	j.mu.Unlock()
 	s.saveRunFromTrainer(j, t, status)
 	s.models.forget(j.id) // the next generation loads the final checkpoint
+	// Only this goroutine uses the trainer's backend: release its device now (a GPU's buffers
+	// would otherwise wait for the garbage collector, and the binding warns about each).
+	closeBackend(t.Model.Backend())
 	j.mu.Lock()
 	j.state = status
 	j.seq = s.seq.Add(1)

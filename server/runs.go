@@ -357,6 +357,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	defer func() {
+		if !ok { // the job did not start: nothing else will release the device
+			closeBackend(be)
+		}
+	}()
 	t, err := train.New(be, opts, corpus)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
@@ -469,6 +474,12 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	started := false
+	defer func() {
+		if !started { // nothing else will release the device
+			closeBackend(be)
+		}
+	}()
 	t, err := train.Resume(be, f, train.ResumeOptions{Steps: total, Corpus: corpus, Backend: beName})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
@@ -486,6 +497,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run.Backend = beName
+	started = true
 	j := s.startJob(t, run, beName, RunSettings{}.sampleEvery(t.Opts.Steps-t.Step()), true)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, j.snapshotState())

@@ -866,6 +866,39 @@ func TestBackendFailureReported(t *testing.T) {
 	}
 }
 
+// closeCounted is a CPU backend that counts its Close calls.
+type closeCounted struct {
+	*cpu.Backend
+	closed *atomic.Int32
+}
+
+func (b closeCounted) Close() { b.closed.Add(1) }
+
+// A run's backend is closed when the run ends, a continued run's too (a GPU's device and
+// buffers are released then, not left to the garbage collector, which made the binding warn
+// about every buffer).
+func TestRunClosesItsBackend(t *testing.T) {
+	var opened, closed atomic.Int32
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Open = func(name string, _ gpt.Config, _ int) (backend.Backend, error) {
+			opened.Add(1)
+			return closeCounted{cpu.New(), &closed}, nil
+		}
+	})
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(3), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	if opened.Load() != 1 || closed.Load() != 1 {
+		t.Errorf("after a run: %d opened, %d closed", opened.Load(), closed.Load())
+	}
+	// A continued run opens a backend of its own, and closes it too.
+	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 2}, http.StatusOK, nil)
+	ts.waitJob(func(j JobState) bool { return ended(j) && j.Run.Step == 5 })
+	if opened.Load() != 2 || closed.Load() != 2 {
+		t.Errorf("after a continued run: %d opened, %d closed", opened.Load(), closed.Load())
+	}
+}
+
 // A backend that refuses a model refuses the run that names it (400, saying why); auto then
 // takes the next backend that accepts it.
 func TestAutoSkipsBackendThatRefusesModel(t *testing.T) {
