@@ -352,8 +352,18 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
-	err := t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, OnEvent: p.event,
-		Resumed: *resume != "" && *out == *resume})
+	resumed := *resume != "" && *out == *resume
+	saved := 0 // the step the checkpoint at *out holds, for the hint after a failure
+	if resumed {
+		saved = t.Step()
+	}
+	err := t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, Resumed: resumed,
+		OnEvent: func(ev train.Event) {
+			if ev.Kind == "checkpoint" {
+				saved = ev.Step
+			}
+			p.event(ev)
+		}})
 	p.finish()
 	if errors.Is(err, context.Canceled) {
 		hint := "tinygpt train --resume " + *out
@@ -365,8 +375,8 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	}
 	if err != nil {
 		hint := ""
-		if f, ferr := format.ReadFile(*out); ferr == nil && f.Step > 0 {
-			hint = fmt.Sprintf("switch to --backend cpu; the last checkpoint, %s, holds step %d: tinygpt train --resume %s --backend cpu", *out, f.Step, *out)
+		if saved > 0 {
+			hint = fmt.Sprintf("switch to --backend cpu; the last checkpoint, %s, holds step %d: tinygpt train --resume %s --backend cpu", *out, saved, *out)
 		}
 		return backendFailure(be, err, hint)
 	}
