@@ -213,3 +213,20 @@ type Backend interface {
 	// the weights and moments as they were, even before the host has read the norm.
 	AdamW(p, g, m, v, sumsq Tensor, n int, h AdamParams)
 }
+
+// Close releases be's device, if it holds one (the webgpu backend does; the cpu backend holds
+// nothing to release). be must not be used afterwards.
+func Close(be Backend) {
+	if c, ok := be.(interface{ Close() }); ok {
+		c.Close()
+	}
+}
+
+// Err returns be's own error, if it keeps one (the webgpu backend: a lost device, out of
+// memory), or nil. After one, be computes nothing: what is read from it is garbage.
+func Err(be Backend) error {
+	if f, ok := be.(interface{ Err() error }); ok {
+		return f.Err()
+	}
+	return nil
+}

@@ -189,13 +189,6 @@ func (j *job) control(ctx context.Context, action string) error {
 
 var errNotTraining = errors.New("no run is training")
 
-// closeBackend releases a backend's device, if it holds one.
-func closeBackend(be backend.Backend) {
-	if c, ok := be.(interface{ Close() }); ok {
-		c.Close()
-	}
-}
-
 // startJob runs t in a new goroutine as the server's job. The caller holds s.mu and has checked
 // that no job is active.
 func (s *Server) startJob(t *train.Trainer, run *Run, backendName string, sampleEvery int, resumed bool) *job {
@@ -313,8 +306,8 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	default:
 		// The backend's own error (a lost GPU device, out of GPU memory) explains a failure
 		// better than its symptom, such as a NaN loss.
-		if f, ok := t.Model.Backend().(interface{ Err() error }); ok && f.Err() != nil {
-			err = fmt.Errorf("%w (start the run again on the cpu backend)", f.Err())
+		if berr := backend.Err(t.Model.Backend()); berr != nil {
+			err = fmt.Errorf("%w (start the run again on the cpu backend)", berr)
 		}
 		status, msg = StatusFailed, err.Error()
 		s.cfg.Logf("tinygpt serve: run %s: %v", j.id, err)
@@ -334,7 +327,7 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	s.models.forget(j.id) // the next generation loads the final checkpoint
 	// Only this goroutine uses the trainer's backend: release its device now (a GPU's buffers
 	// would otherwise wait for the garbage collector, and the binding warns about each).
-	closeBackend(t.Model.Backend())
+	backend.Close(t.Model.Backend())
 	j.mu.Lock()
 	j.state = status
 	j.seq = s.seq.Add(1)

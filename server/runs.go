@@ -306,11 +306,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if rs.Backend != "" && rs.Backend != "auto" {
-		if _, err := s.pickBackend(rs.Backend); err != nil {
-			httpError(w, http.StatusBadRequest, "%v", err)
-			return
-		}
+	if _, err := s.pickBackend(rs.Backend); err != nil {
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return
 	}
 	// Refuse a second run before doing any work; checked again under the lock below.
 	if j := s.activeJob(); j != nil {
@@ -359,7 +357,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() {
 		if !ok { // the job did not start: nothing else will release the device
-			closeBackend(be)
+			backend.Close(be)
 		}
 	}()
 	t, err := train.New(be, opts, corpus)
@@ -477,7 +475,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	started := false
 	defer func() {
 		if !started { // nothing else will release the device
-			closeBackend(be)
+			backend.Close(be)
 		}
 	}()
 	t, err := train.Resume(be, f, train.ResumeOptions{Steps: total, Corpus: corpus, Backend: beName})

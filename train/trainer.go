@@ -553,18 +553,17 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			}
 		}
 		if last {
-			// Stopped during the final sample: save the last step with the sample before it.
-			if _, err := t.GenerateSample(ctx, "\n", 300, uint64(t.Opts.Seed)); err != nil {
-				if ctx.Err() != nil {
-					if err := save(); err != nil {
-						return err
-					}
-					return ctx.Err()
-				}
-				return err
+			// A stop during the final sample saves the last step at once, with the sample
+			// before it.
+			_, serr := t.GenerateSample(ctx, "\n", 300, uint64(t.Opts.Seed))
+			if serr != nil && ctx.Err() == nil {
+				return serr
 			}
 			if err := save(); err != nil {
 				return err
+			}
+			if serr != nil {
+				return ctx.Err()
 			}
 		} else if t.Opts.CheckpointEvery > 0 && t.Step()%t.Opts.CheckpointEvery == 0 {
 			if err := save(); err != nil {

@@ -61,7 +61,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if err != nil {
 		return err
 	}
-	defer closeBackend(be)
+	defer backend.Close(be)
 	m, err := modelFromFile(be, f, 1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
@@ -75,8 +75,8 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 		gpt.Sampling{Temperature: *temperature, TopK: *topK, TopP: *topP}, s,
 		func(b byte) error {
 			// After a GPU error the backend computes nothing: stop before printing its garbage.
-			if berr := backendErr(be); berr != nil {
-				return fmt.Errorf("%w (switch to --backend cpu)", berr)
+			if err := backendFailure(be, nil, ""); err != nil {
+				return err
 			}
 			if n == 0 {
 				first = time.Since(start)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"tinygpt/backend"
 	"tinygpt/gpt"
 )
 
@@ -66,7 +67,7 @@ func TestBackendList(t *testing.T) {
 				t.Errorf("backend %s is listed as available but does not open: %v", b.Name, err)
 				continue
 			}
-			closeBackend(be)
+			backend.Close(be)
 			if b.Name == "webgpu" {
 				// A model the GPU cannot run is refused when the run starts, in the
 				// playground's words (no command-line flags).

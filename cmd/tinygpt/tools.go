@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"tinygpt/backend"
 	"tinygpt/data"
 	"tinygpt/format"
 	"tinygpt/gpt"
@@ -65,7 +66,7 @@ corpus stored in the model file.`)
 	if err != nil {
 		return err
 	}
-	defer closeBackend(be)
+	defer backend.Close(be)
 	m, err := modelFromFile(be, f, *batch)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *modelPath, err)
@@ -83,8 +84,8 @@ corpus stored in the model file.`)
 	}
 	start := time.Now()
 	loss, windows, err := train.ExactLoss(m, text, *batch)
-	if berr := backendErr(be); berr != nil {
-		return fmt.Errorf("%w (switch to --backend cpu)", berr)
+	if err := backendFailure(be, nil, ""); err != nil {
+		return err // the loss was computed from garbage
 	}
 	if err != nil {
 		return fmt.Errorf("%s split of %s: %w", *split, corpus.Source, err)
@@ -329,7 +330,7 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	if err != nil {
 		return err
 	}
-	defer closeBackend(be)
+	defer backend.Close(be)
 	if s, ok := be.(interface{ SyncEach(bool) }); ok && *profile == "kernels" {
 		s.SyncEach(true)
 	}

@@ -125,27 +125,11 @@ func fits(be *webgpu.Backend, work workload) error {
 	return nil
 }
 
-// closeBackend releases a backend's device, if it holds one.
-func closeBackend(be backend.Backend) {
-	if c, ok := be.(interface{ Close() }); ok {
-		c.Close()
-	}
-}
-
-// backendErr returns the backend's own error (a lost GPU device, out of GPU memory), or nil.
-// After one, the backend computes nothing: results read from it are garbage.
-func backendErr(be backend.Backend) error {
-	if f, ok := be.(interface{ Err() error }); ok {
-		return f.Err()
-	}
-	return nil
-}
-
-// backendFailure returns the backend's own error when it has one, since it explains a failure
-// better than its symptom (such as a NaN loss), and err otherwise. hint, if not empty, says
-// what to do next.
+// backendFailure returns the backend's own error (a lost GPU device, out of GPU memory) when
+// it has one, since it explains a failure better than its symptom (such as a NaN loss), and
+// err otherwise (nil for none). hint, if not empty, says what to do next.
 func backendFailure(be backend.Backend, err error, hint string) error {
-	if berr := backendErr(be); berr != nil {
+	if berr := backend.Err(be); berr != nil {
 		if hint == "" {
 			hint = "switch to --backend cpu"
 		}
@@ -205,7 +189,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	}
 	defer func() {
 		if be != nil {
-			closeBackend(be)
+			backend.Close(be)
 		}
 	}()
 
@@ -342,8 +326,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		logw = f
 	}
 
+	resumed := *resume != "" && samePath(*resume, *out) // *out holds the run's current state
 	saving := *out
-	if *resume == "" || !samePath(*resume, *out) {
+	if !resumed {
 		if head, err := fileHead(*out, len(format.Magic)); err == nil && string(head) == format.Magic {
 			saving += " (replacing the model there at the first checkpoint)"
 		}
@@ -352,7 +337,6 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
-	resumed := *resume != "" && *out == *resume
 	saved := 0 // the step the checkpoint at *out holds, for the hint after a failure
 	if resumed {
 		saved = t.Step()
