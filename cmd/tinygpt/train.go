@@ -306,7 +306,8 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			*out = defaultOutName(corpus.Source, opts)
 		}
 	}
-	if err := checkWritable(*out); err != nil {
+	outIsModel, err := checkWritable(*out)
+	if err != nil {
 		return err
 	}
 
@@ -328,10 +329,8 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 
 	resumed := *resume != "" && samePath(*resume, *out) // *out holds the run's current state
 	saving := *out
-	if !resumed {
-		if head, err := fileHead(*out, len(format.Magic)); err == nil && string(head) == format.Magic {
-			saving += " (replacing the model there at the first checkpoint)"
-		}
+	if outIsModel && !resumed {
+		saving += " (replacing the model there at the first checkpoint)"
 	}
 	describeRun(e.stdout, t, be, saving)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -341,7 +340,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	if resumed {
 		saved = t.Step()
 	}
-	err := t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, Resumed: resumed,
+	err = t.Run(ctx, train.RunOptions{Out: *out, Backend: be.Name(), SampleEvery: *sampleEvery, Resumed: resumed,
 		OnEvent: func(ev train.Event) {
 			if ev.Kind == "checkpoint" {
 				saved = ev.Step
@@ -376,19 +375,22 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 // checkWritable fails early, before any training, if the model file cannot be written: its
 // directory is missing or read-only, or the path is a directory. It also refuses to replace a
 // file that is not a model (a corpus given by mistake, say): only .tinygpt files are replaced.
-func checkWritable(out string) error {
+// isModel reports that out already holds a model file, which the run will replace.
+func checkWritable(out string) (isModel bool, err error) {
 	if info, err := os.Stat(out); err == nil && info.IsDir() {
-		return fmt.Errorf("--out %s is a directory; give a file name", out)
+		return false, fmt.Errorf("--out %s is a directory; give a file name", out)
 	}
-	if head, err := fileHead(out, len(format.Magic)); err == nil && len(head) > 0 && string(head) != format.Magic {
-		return fmt.Errorf("--out %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", out)
+	head, err := fileHead(out, len(format.Magic))
+	if err == nil && len(head) > 0 && string(head) != format.Magic {
+		return false, fmt.Errorf("--out %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", out)
 	}
+	isModel = err == nil && string(head) == format.Magic
 	f, err := os.CreateTemp(filepath.Dir(out), ".tinygpt-check-*")
 	if err != nil {
-		return fmt.Errorf("--out %s: cannot write there: %w", out, err)
+		return false, fmt.Errorf("--out %s: cannot write there: %w", out, err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	return isModel, os.Remove(f.Name())
 }
 
 // checkLog refuses a --log-json file that would damage something: the model file itself, or
