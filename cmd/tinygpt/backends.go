@@ -1,9 +1,8 @@
 package main
 
 import (
-	"errors"
+	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"tinygpt/backend"
@@ -57,9 +56,12 @@ func openNamedBackend(name string, c gpt.Config, tokens int) (backend.Backend, e
 	if c.Layers > 0 {
 		work = modelLoad(c, tokens, 0)
 	}
-	be, err := openBackend(name, work, io.Discard)
-	if err != nil {
-		return nil, errors.New(strings.TrimPrefix(strings.ReplaceAll(err.Error(), "; use --backend cpu", "; choose the cpu backend"), "--backend "))
+	if name == "webgpu" {
+		be, err := openGPU(work)
+		if err != nil {
+			return nil, fmt.Errorf("webgpu: %w; choose the cpu backend", err) // no command-line flags here
+		}
+		return be, nil
 	}
-	return be, nil
+	return openBackend(name, work, io.Discard)
 }

@@ -70,12 +70,8 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 	case "cpu":
 		return cpu.New(), nil
 	case "webgpu":
-		be, err := webgpu.New()
+		be, err := openGPU(work)
 		if err != nil {
-			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
-		}
-		if err := fits(be, work); err != nil {
-			be.Close()
 			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
 		}
 		return be, nil
@@ -110,6 +106,19 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		return be, nil
 	}
 	return nil, fmt.Errorf("--backend %q: unknown backend (have cpu, webgpu, auto)", name)
+}
+
+// openGPU opens the webgpu backend for work, refusing work that does not fit it.
+func openGPU(work workload) (*webgpu.Backend, error) {
+	be, err := webgpu.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := fits(be, work); err != nil {
+		be.Close()
+		return nil, err
+	}
+	return be, nil
 }
 
 // fits checks that the largest tensor of work that must lie in one buffer fits one buffer of
