@@ -26,7 +26,7 @@ import (
 )
 
 // ErrNoAdapter is returned by Open when no GPU adapter is available.
-var ErrNoAdapter = errors.New("no WebGPU adapter (no Vulkan, Metal or DX12 device found)")
+var ErrNoAdapter = errors.New("no WebGPU adapter")
 
 // ReadTimeout bounds how long a readback waits for the GPU before the device is declared
 // lost. Work is submitted in steps of one training step at most, so a healthy device answers
@@ -230,7 +230,10 @@ func Open() (d *Device, err error) {
 	ad, err := inst.RequestAdapter(&wgpu.RequestAdapterOptions{PowerPreference: wgpu.PowerPreferenceHighPerformance})
 	if err != nil || ad == nil {
 		inst.Release()
-		return nil, fmt.Errorf("%w: %v", ErrNoAdapter, err)
+		if why := noAdapterReason(); why != "" {
+			return nil, fmt.Errorf("%w: %s", ErrNoAdapter, why)
+		}
+		return nil, fmt.Errorf("%w (no Vulkan, Metal or DX12 device found): %v", ErrNoAdapter, err)
 	}
 	al := ad.Limits()
 	// The binding's Vulkan adapter reports WebGPU's default 256 MB as its largest buffer

@@ -12,3 +12,7 @@ import (
 func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
 	return &wgpu.ShaderModuleDescriptor{Label: name, WGSL: src}, nil
 }
+
+// noAdapterReason says why no adapter was found when the cause is one a user can mend; Metal
+// is part of macOS, so there is none to name.
+func noAdapterReason() string { return "" }

@@ -1,0 +1,86 @@
+//go:build linux || windows
+
+package gpu
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/gogpu/wgpu/hal/vulkan/vk"
+)
+
+// noAdapterReason says why the binding found no adapter, when the cause is one a user can mend:
+// the Vulkan loader library cannot be loaded, or no Vulkan driver (ICD) is installed. It
+// returns "" when Vulkan itself looks installed (the GPU is then missing or not reachable).
+func noAdapterReason() string {
+	// The binding loaded the library once already; Init returns that attempt's error.
+	if err := vk.Init(); err != nil {
+		return fmt.Sprintf("%v: install the Vulkan loader (Debian and Ubuntu: libvulkan1) and your GPU's Vulkan driver", err)
+	}
+	if runtime.GOOS != "linux" {
+		return "" // Windows registers its drivers in the registry
+	}
+	return missingICD(os.Getenv, icdDirs(os.Getenv))
+}
+
+// nvidiaContainerICD is where NVIDIA's container toolkit puts its Vulkan driver's manifest,
+// outside the directories the Vulkan loader searches.
+const nvidiaContainerICD = "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json"
+
+// missingICD reports that no Vulkan driver manifest exists where the Linux Vulkan loader looks
+// for one (the files VK_DRIVER_FILES or VK_ICD_FILENAMES name when set, dirs otherwise), or ""
+// when one does.
+func missingICD(getenv func(string) string, dirs []string) string {
+	for _, v := range []string{"VK_DRIVER_FILES", "VK_ICD_FILENAMES"} {
+		if list := getenv(v); list != "" {
+			for _, f := range filepath.SplitList(list) {
+				if _, err := os.Stat(f); err == nil {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s=%s names no existing Vulkan driver manifest", v, list)
+		}
+	}
+	for _, d := range dirs {
+		if m, _ := filepath.Glob(filepath.Join(d, "*.json")); len(m) > 0 {
+			return ""
+		}
+	}
+	why := "Vulkan is installed but no Vulkan driver is (no manifest in " + strings.Join(dirs, ", ") + ")"
+	if _, err := os.Stat(nvidiaContainerICD); err == nil {
+		return why + ": NVIDIA's driver manifest is at " + nvidiaContainerICD + "; name it with VK_DRIVER_FILES=" + nvidiaContainerICD
+	}
+	return why + ": install your GPU's Vulkan driver (NVIDIA's driver has one; Debian's and Ubuntu's mesa-vulkan-drivers has AMD's, Intel's and a software one)"
+}
+
+// icdDirs lists the directories the Linux Vulkan loader searches for driver manifests, from
+// the XDG base directories and the system's configuration directory.
+func icdDirs(getenv func(string) string) []string {
+	home := getenv("HOME")
+	orDefault := func(v, def string) string {
+		if s := getenv(v); s != "" {
+			return s
+		}
+		return def
+	}
+	var bases []string
+	if home != "" {
+		bases = append(bases, orDefault("XDG_CONFIG_HOME", filepath.Join(home, ".config")))
+	}
+	bases = append(bases, filepath.SplitList(orDefault("XDG_CONFIG_DIRS", "/etc/xdg"))...)
+	bases = append(bases, "/etc")
+	if home != "" {
+		bases = append(bases, orDefault("XDG_DATA_HOME", filepath.Join(home, ".local/share")))
+	}
+	bases = append(bases, filepath.SplitList(orDefault("XDG_DATA_DIRS", "/usr/local/share:/usr/share"))...)
+	dirs := make([]string, 0, len(bases))
+	for _, b := range bases {
+		if b != "" {
+			dirs = append(dirs, filepath.Join(b, "vulkan", "icd.d"))
+		}
+	}
+	return dirs
+}
