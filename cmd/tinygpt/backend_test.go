@@ -11,6 +11,7 @@ import (
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
 	"tinygpt/backend/webgpu"
+	"tinygpt/gpt"
 )
 
 // --backend auto always runs, and says which backend it chose and why.
@@ -112,5 +113,31 @@ func TestBackendFailure(t *testing.T) {
 	}
 	if got := backendFailure(cpu.New(), symptom, "x"); got != symptom {
 		t.Errorf("cpu: %v", got)
+	}
+}
+
+// A model whose activations do not fit a GPU buffer is refused with the batch that would fit;
+// one whose parameters do not is refused for the model itself.
+func TestFitsBuffers(t *testing.T) {
+	p, err := gpt.PresetByName("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	c.Ctx = 1024 // a sequence's MLP activations (1.5 MB) outweigh the largest parameter (144 KB)
+	per := int64(c.Ctx) * int64(c.DMlp) * 4
+	lim := 10 * per
+	if err := fitsBuffers(modelLoad(c, 10*c.Ctx, 0), lim); err != nil {
+		t.Errorf("a batch that fits exactly: %v", err)
+	}
+	err = fitsBuffers(modelLoad(c, 11*c.Ctx, 0), lim)
+	if err == nil || !strings.Contains(err.Error(), "a batch of 11 sequences") || !strings.Contains(err.Error(), "at most 10 fits") {
+		t.Errorf("a batch one too large: got %v, want the batch that fits", err)
+	}
+	if err := fitsBuffers(modelLoad(c, c.Ctx, 0), per-1); err == nil || !strings.Contains(err.Error(), "one sequence") {
+		t.Errorf("not even one sequence fits: got %v", err)
+	}
+	if err := fitsBuffers(modelLoad(c, c.Ctx, 0), int64(gpt.LargestParam(c))*4-4); err == nil || !strings.Contains(err.Error(), "parameter tensor") {
+		t.Errorf("a parameter that does not fit: got %v", err)
 	}
 }

@@ -61,16 +61,6 @@ corpus stored in the model file.`)
 	} else {
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
-	c := fileConfig(f)
-	be, err := openBackend(*backendName, modelLoad(c, *batch*c.Ctx, c.FLOPsPerToken()/3), e.stderr)
-	if err != nil {
-		return err
-	}
-	defer backend.Close(be)
-	m, err := modelFromFile(be, f, *batch)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *modelPath, err)
-	}
 	text := corpus.Text
 	nTrain := int(float64(len(text)) * data.TrainFraction)
 	switch *split {
@@ -81,6 +71,19 @@ corpus stored in the model file.`)
 	case "all":
 	default:
 		return fmt.Errorf("--split must be val, train or all, got %q", *split)
+	}
+	c := fileConfig(f)
+	if windows := (len(text) - 1) / c.Ctx; windows >= 1 {
+		*batch = min(*batch, windows) // no larger than the split needs
+	}
+	be, err := openBackend(*backendName, modelLoad(c, *batch*c.Ctx, c.FLOPsPerToken()/3), e.stderr)
+	if err != nil {
+		return err
+	}
+	defer backend.Close(be)
+	m, err := modelFromFile(be, f, *batch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *modelPath, err)
 	}
 	start := time.Now()
 	loss, windows, err := train.ExactLoss(m, text, *batch)

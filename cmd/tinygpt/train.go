@@ -43,7 +43,9 @@ func autoGPUWork() float64 { return autoGPUWorkPerCore * float64(runtime.GOMAXPR
 // workload describes the passes a command will run, for choosing and checking a backend.
 type workload struct {
 	flops    float64 // floating-point operations of one pass (0: unknown)
-	largest  int64   // bytes of the largest tensor the model allocates (0: unknown)
+	param    int64   // bytes of the largest parameter tensor (0: unknown)
+	seqs     int     // sequences of ctx positions in one pass
+	seqBytes int64   // bytes of the largest activation tensor per sequence
 	headSize int     // the largest attention head, d_model / heads (0: unknown)
 }
 
@@ -52,9 +54,10 @@ type workload struct {
 func modelLoad(c gpt.Config, tokens int, flopsPerToken float64) workload {
 	// The flat weights, gradients and moments are split across buffers where they must be
 	// (backend.Backend.SegmentLen); a parameter and an activation each live in one.
-	n := int64(tokens)
-	largest := max(int64(gpt.LargestParam(c)), n*gpt.Vocab, n*int64(c.DMlp)) * 4
-	return workload{flops: flopsPerToken * float64(tokens), largest: largest, headSize: c.DModel / max(c.Heads, 1)}
+	// The largest activations are the logits and the MLP's hidden layer.
+	return workload{flops: flopsPerToken * float64(tokens), param: int64(gpt.LargestParam(c)) * 4,
+		seqs: (tokens + c.Ctx - 1) / c.Ctx, seqBytes: int64(c.Ctx) * int64(max(gpt.Vocab, c.DMlp)) * 4,
+		headSize: c.DModel / max(c.Heads, 1)}
 }
 
 // trainLoad is the workload of training steps of batch sequences.
@@ -124,12 +127,30 @@ func openGPU(work workload) (*webgpu.Backend, error) {
 // fits checks that the largest tensor of work that must lie in one buffer fits one buffer of
 // the GPU, and that the GPU's attention kernels take the model's heads.
 func fits(be *webgpu.Backend, work workload) error {
-	if lim := uint64(be.SegmentLen()) * 4; work.largest > 0 && uint64(work.largest) > lim {
-		return fmt.Errorf("the model needs a tensor of %d MB and the GPU's buffers hold at most %d MB", work.largest>>20, lim>>20)
+	if err := fitsBuffers(work, int64(be.SegmentLen())*4); err != nil {
+		return err
 	}
 	if work.headSize > webgpu.MaxHeadSize {
 		return fmt.Errorf("the model's attention heads are %d wide (d_model / heads) and the GPU's attention takes at most %d (more heads would do)",
 			work.headSize, webgpu.MaxHeadSize)
+	}
+	return nil
+}
+
+// fitsBuffers checks that each tensor of work fits a GPU buffer of lim bytes; where the batch's
+// activations are what does not fit, it says how large a batch does.
+func fitsBuffers(work workload, lim int64) error {
+	mb := func(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
+	if work.param > lim {
+		return fmt.Errorf("the model has a parameter tensor of %d MB and the GPU's buffers hold at most %d MB", mb(work.param), lim>>20)
+	}
+	if act := int64(work.seqs) * work.seqBytes; act > lim {
+		fit := lim / work.seqBytes
+		if fit == 0 {
+			return fmt.Errorf("one sequence needs an activation tensor of %d MB and the GPU's buffers hold at most %d MB", mb(work.seqBytes), lim>>20)
+		}
+		return fmt.Errorf("a batch of %d sequences needs an activation tensor of %d MB and the GPU's buffers hold at most %d MB: a batch of at most %d fits",
+			work.seqs, mb(act), lim>>20, fit)
 	}
 	return nil
 }
