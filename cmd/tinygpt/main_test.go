@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"tinygpt/format"
+	"tinygpt/gpt"
 )
 
 // tinygpt runs a command line and returns its exit status and output.
@@ -164,6 +165,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--out", filepath.Join(dir, "no", "such", "m.tinygpt")}, 1, "cannot write there"},
 		{[]string{"train", "--d-model", "65536", "--layers", "64"}, 1, "of memory, more than this machine's"},
 		{[]string{"bench", "--steps", "9223372036854775807"}, 1, "--steps must be between"},
+		{[]string{"bench", "--presets", "tiny,small", "--batch", "2"}, 1, "change one preset: name one with --presets"},
+		{[]string{"bench", "--d-model", "96", "--heads", "5"}, 1, "--heads must divide --d-model 96"},
+		{[]string{"bench", "--ctx", "0"}, 1, "--ctx must be between 1 and"},
 		// Nothing but a model file is replaced, and the log never lands on the corpus or the model.
 		{[]string{"train", "--steps", "1", "--out", short}, 1, "is not a .tinygpt model file"},
 		{[]string{"train", "--steps", "1", "--log-json", short}, 1, "is not a JSON log"},
@@ -292,5 +296,31 @@ func TestLogWriteFailure(t *testing.T) {
 	code, _, stderr = tinygpt(t, text, "train", "--data", "-", "--steps", "3", "--sample-every", "-1")
 	if code != 1 || !strings.Contains(stderr, "--sample-every must not be negative") {
 		t.Errorf("--sample-every -1: exit %d, %q", code, stderr)
+	}
+}
+
+// bench times a custom size as train builds it: the named preset (default small) changed by
+// the size flags.
+func TestBenchCustomSize(t *testing.T) {
+	code, out, errOut := tinygpt(t, "", "bench", "--layers", "1", "--d-model", "32", "--ctx", "8", "--batch", "3",
+		"--steps", "1", "--warmup", "0", "--json", "--threads", "1")
+	if code != 0 {
+		t.Fatalf("bench: exit %d\n%s%s", code, out, errOut)
+	}
+	var r struct {
+		Preset             string
+		Params, Batch, Ctx int
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	want := gpt.Config{Layers: 1, DModel: 32, Heads: gpt.DefaultHeads(32), Ctx: 8, DMlp: 128}
+	if r.Preset != "custom" || r.Params != want.NumParams() || r.Batch != 3 || r.Ctx != 8 {
+		t.Errorf("bench of a custom size: got %+v, want preset custom, %d params, batch 3, ctx 8", r, want.NumParams())
+	}
+	// --batch alone keeps the preset's name and shape.
+	code, out, errOut = tinygpt(t, "", "bench", "--presets", "tiny", "--batch", "2", "--steps", "1", "--warmup", "0", "--json", "--threads", "1")
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Preset != "tiny" || r.Batch != 2 {
+		t.Errorf("bench --presets tiny --batch 2: exit %d, got %+v\n%s%s", code, r, out, errOut)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -276,8 +277,12 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 func cmdBench(args []string, e *env) error {
 	fs := newFlags(e, "bench", "[--presets a,b,...] [--steps N] [--json]", `
 Times full training steps (forward, backward, AdamW) of each preset on random tokens and prints
-the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus attention).`)
+the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus attention).
+The custom-size flags and --batch time one model instead, as train would build it: the preset
+that --presets names (default small) changed by them.`)
 	presets := fs.String("presets", "tiny,small,medium,large,xl", "comma-separated presets, or all")
+	size := addSizeFlags(fs)
+	batch := fs.Int("batch", 0, "sequences per step (default: the preset's)")
 	steps := fs.Int("steps", 10, "timed steps per preset")
 	warmup := fs.Int("warmup", 2, "untimed warm-up steps per preset")
 	asJSON := fs.Bool("json", false, "print one JSON object per preset")
@@ -288,6 +293,8 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -321,6 +328,27 @@ the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus a
 				return fmt.Errorf("--presets: %w", err)
 			}
 			list = append(list, p)
+		}
+	}
+	if set["layers"] || set["d-model"] || set["heads"] || set["ctx"] || set["batch"] {
+		if !set["presets"] {
+			p, _ := gpt.PresetByName(gpt.DefaultPreset)
+			list = []gpt.Preset{p}
+		}
+		if len(list) != 1 {
+			return fmt.Errorf("--layers, --d-model, --heads, --ctx and --batch change one preset: name one with --presets (or none, for %s)", gpt.DefaultPreset)
+		}
+		p := &list[0]
+		if size.apply(&p.Config, set) {
+			p.Name = "custom"
+		}
+		if set["batch"] {
+			p.Batch = *batch
+		}
+		opts := train.DefaultOptions(*p)
+		opts.Model, opts.Batch = p.Config, p.Batch
+		if err := validateFlags(opts, set); err != nil {
+			return err
 		}
 	}
 	// auto decides by the largest preset of the list; a preset too large for the GPU's

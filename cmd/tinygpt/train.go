@@ -186,10 +186,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	glob := fs.String("glob", "", "with a directory --data, only files whose name matches this pattern (e.g. '*.go')")
 	steps := fs.Int("steps", 0, "training steps (default: the preset's)")
 	batch := fs.Int("batch", 0, "sequences per step (default: the preset's)")
-	layers := fs.Int("layers", 0, "custom size: transformer blocks")
-	dModel := fs.Int("d-model", 0, "custom size: embedding width")
-	heads := fs.Int("heads", 0, "custom size: attention heads (default, as the original: d-model/32 when 32 divides it, else 3 when 3 does, else 1)")
-	ctxLen := fs.Int("ctx", 0, "custom size: context length in bytes")
+	size := addSizeFlags(fs)
 	lr := fs.Float64("lr", 3e-4, "peak learning rate")
 	minLR := fs.Float64("min-lr", 0, "final learning rate of the cosine schedule (default lr/10)")
 	schedule := fs.String("schedule", train.Constant, "learning-rate schedule: constant or cosine")
@@ -282,22 +279,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			return fmt.Errorf("--preset: %w", err)
 		}
 		opts := train.DefaultOptions(p)
-		custom := false
-		if set["layers"] {
-			opts.Model.Layers, custom = *layers, true
-		}
-		if set["d-model"] {
-			opts.Model.DModel, custom = *dModel, true
-			opts.Model.DMlp = 4 * *dModel
-			opts.Model.Heads = gpt.DefaultHeads(*dModel)
-		}
-		if set["heads"] {
-			opts.Model.Heads, custom = *heads, true
-		}
-		if set["ctx"] {
-			opts.Model.Ctx, custom = *ctxLen, true
-		}
-		if custom {
+		if size.apply(&opts.Model, set) {
 			opts.Preset = ""
 		}
 		if set["steps"] {
@@ -467,6 +449,36 @@ func fileHead(path string, n int) ([]byte, error) {
 		return nil, err
 	}
 	return b[:k], nil
+}
+
+// sizeFlags are the flags that give a model a custom size (train, bench).
+type sizeFlags struct{ layers, dModel, heads, ctx *int }
+
+func addSizeFlags(fs *flag.FlagSet) sizeFlags {
+	return sizeFlags{
+		layers: fs.Int("layers", 0, "custom size: transformer blocks"),
+		dModel: fs.Int("d-model", 0, "custom size: embedding width"),
+		heads:  fs.Int("heads", 0, "custom size: attention heads (default, as the original: d-model/32 when 32 divides it, else 3 when 3 does, else 1)"),
+		ctx:    fs.Int("ctx", 0, "custom size: context length in bytes"),
+	}
+}
+
+// apply changes c by the size flags that were set (a new --d-model also sets the MLP's width
+// and, unless --heads is set, the heads), and reports whether any was.
+func (s sizeFlags) apply(c *gpt.Config, set map[string]bool) (custom bool) {
+	if set["layers"] {
+		c.Layers, custom = *s.layers, true
+	}
+	if set["d-model"] {
+		c.DModel, c.DMlp, c.Heads, custom = *s.dModel, 4**s.dModel, gpt.DefaultHeads(*s.dModel), true
+	}
+	if set["heads"] {
+		c.Heads, custom = *s.heads, true
+	}
+	if set["ctx"] {
+		c.Ctx, custom = *s.ctx, true
+	}
+	return custom
 }
 
 // validateFlags checks options against the flags that set them, so that errors name the flag.
