@@ -21,10 +21,12 @@ func BenchmarkMatMul(b *testing.B) {
 	// Square sizes; huge's products: the MLP's up and down projections for 2048 tokens; xl's:
 	// the same for 1024 tokens and the up projection's weight gradient; large's (1536 tokens,
 	// width 192): q, k and v, the MLP's up and down projections and the up projection's
-	// weight gradient.
+	// weight gradient; nanoGPT's baby GPT for Shakespeare (python/quality.py: 16384 tokens,
+	// width 384): the MLP's up and down projections and the up projection's weight gradient.
 	for _, s := range [][3]int{{256, 256, 256}, {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
 		{2048, 1024, 256}, {2048, 256, 1024}, {1024, 1024, 256}, {1024, 256, 1024}, {256, 1024, 1024},
-		{1536, 576, 192}, {1536, 768, 192}, {1536, 192, 768}, {192, 768, 1536}} {
+		{1536, 576, 192}, {1536, 768, 192}, {1536, 192, 768}, {192, 768, 1536},
+		{16384, 1536, 384}, {16384, 384, 1536}, {384, 1536, 16384}} {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
 			b.Run(fmt.Sprintf("%dx%dx%d/%s", M, N, K, l), func(b *testing.B) {

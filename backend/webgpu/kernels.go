@@ -535,13 +535,21 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 	x, y := be.grid((B*NH*T + 63) / 64)
 	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
 		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
-	x, y = be.attnGroups(2*B*NH*S, T) // the dk/dv pass's workgroups, then the dq pass's
+	passes := 2 // the dk/dv pass's workgroups, then the dq pass's (and the dk pass's)
+	if splitKeys(C / NH) {
+		passes = 3
+	}
+	x, y = be.attnGroups(passes*B*NH*S, T)
 	be.run(be.attnKernel("backward", C, NH), prm,
 		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
 	if S > 1 {
 		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}
 }
+
+// splitKeys reports whether the attention kernel of head size hs (0: the kernel for any size)
+// sums the backward's dk and dv in workgroups of their own (attention.wgsl, SPLIT_KEYS).
+func splitKeys(hs int) bool { return hs == 0 || hs > 32 }
 
 // forceSlices, when not 0, sets the number of attention slices, for tests.
 var forceSlices int

@@ -297,7 +297,8 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 		// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory.
 		kt := min(32, 16384/(2*16*hs4)/4*4)
 		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
-			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4)).Replace(code)
+			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),
+			"SPLITb", fmt.Sprint(splitKeys(int(variant)))).Replace(code)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)
 	if err != nil {

@@ -24,6 +24,8 @@
 
 const HS4_MAX: u32 = HS4MAXu;
 const KT: u32 = KTu;
+// SPLIT_KEYS: the backward's dk and dv in workgroups of their own (wide heads; see backward).
+const SPLIT_KEYS: bool = SPLITb;
 
 // Every tile element is copied before a thread reads it: workgroup memory is not zeroed on
 // Vulkan (internal/gpu/zeroinit.go).
@@ -277,8 +279,12 @@ fn forward_merge(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 }
 
 // The backward pass: backward_d computes D_i = dout_i·out_i for every row, then one dispatch of
-// backward runs dkdvRows' workgroups (the longer ones) and dqRows' side by side, each pass
-// alone leaving most of a large GPU idle.
+// backward runs keyRows' workgroups (the longer ones) and dqRows' side by side, each pass
+// alone leaving most of a large GPU idle. A key's thread holds four head-wide arrays (k, v, dk,
+// dv); for heads wider than 32 that is more than a thread's registers (255 on NVIDIA), and the
+// spilled arrays made the pass at head size 64 seven times as slow as the forward pass. There
+// (SPLIT_KEYS) dv and dk are summed by workgroups of their own, holding two and three arrays,
+// each recomputing the scores.
 @compute @workgroup_size(64)
 fn backward_d(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let li = flat(wg, nwg) * 64u + lid; // (b·NH + h)·NQ + i
@@ -301,9 +307,11 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     let n = groups(prm.NQ);
     let w = flat(wg, nwg);
     if (w < n) {
-        dkdvRows(w, lid);
+        keyRows(w, lid, select(KEYS_DKDV, KEYS_DV, SPLIT_KEYS));
     } else if (w < 2u * n) {
         dqRows(w - n, lid);
+    } else if (SPLIT_KEYS && w < 3u * n) {
+        keyRows(w - 2u * n, lid, KEYS_DK);
     }
 }
 
@@ -368,9 +376,17 @@ fn dqRows(w: u32, lid: u32) {
     }
 }
 
+// What keyRows sums: dk and dv, dv only or dk only.
+const KEYS_DKDV: u32 = 0u;
+const KEYS_DV: u32 = 1u;
+const KEYS_DK: u32 = 2u;
+
 // dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i for the rows
-// (keys) of workgroup w.
-fn dkdvRows(w: u32, lid: u32) {
+// (keys) of workgroup w: both, or one (what, a constant at each call, so that the compiler
+// drops the other's arrays).
+fn keyRows(w: u32, lid: u32, what: u32) {
+    let wantDV = what != KEYS_DK;
+    let wantDK = what != KEYS_DV;
     let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let T = prm.NQ;
@@ -388,8 +404,10 @@ fn dkdvRows(w: u32, lid: u32) {
         let c2 = min(c + 2u, HSm);
         let c3 = min(c + 3u, HSm);
         kv[e] = head4(b4[row + min(c, HSm)], b4[row + c1], b4[row + c2], b4[row + c3], c);
-        let vr = row + prm.C;
-        vv[e] = head4(b4[vr + min(c, HSm)], b4[vr + c1], b4[vr + c2], b4[vr + c3], c);
+        if (wantDK) {
+            let vr = row + prm.C;
+            vv[e] = head4(b4[vr + min(c, HSm)], b4[vr + c1], b4[vr + c2], b4[vr + c3], c);
+        }
         dk[e] = vec4<f32>(0.0);
         dv[e] = vec4<f32>(0.0);
     }
@@ -411,19 +429,27 @@ fn dkdvRows(w: u32, lid: u32) {
             var dp = vec4<f32>(0.0);
             for (var e = 0u; e < HS4L; e++) {
                 s += dotsX(kv[e], q0 + e);
-                dp += dotsY(vv[e], q0 + e);
+                if (wantDK) {
+                    dp += dotsY(vv[e], q0 + e);
+                }
             }
             let i = i0 + ii;
             let iv = vec4<u32>(i, i + 1u, i + 2u, i + 3u);
             let ic = lbase + min(iv, vec4<u32>(r.y - 1u));
             let visible = iv >= vec4<u32>(j) & iv < vec4<u32>(r.y);
             let lse = vec4<f32>(b8[ic.x], b8[ic.y], b8[ic.z], b8[ic.w]);
-            let D = vec4<f32>(b2[ic.x], b2[ic.y], b2[ic.z], b2[ic.w]);
             let p = select(vec4<f32>(0.0), exp(s * prm.scale - lse), visible);
-            let ds = p * (dp - D) * prm.scale;
-            for (var e = 0u; e < HS4L; e++) {
-                dv[e] = addY(p, q0 + e, dv[e]);
-                dk[e] = addX(ds, q0 + e, dk[e]);
+            if (wantDV) {
+                for (var e = 0u; e < HS4L; e++) {
+                    dv[e] = addY(p, q0 + e, dv[e]);
+                }
+            }
+            if (wantDK) {
+                let D = vec4<f32>(b2[ic.x], b2[ic.y], b2[ic.z], b2[ic.w]);
+                let ds = p * (dp - D) * prm.scale;
+                for (var e = 0u; e < HS4L; e++) {
+                    dk[e] = addX(ds, q0 + e, dk[e]);
+                }
             }
         }
     }
@@ -432,7 +458,11 @@ fn dkdvRows(w: u32, lid: u32) {
     }
     let out = t.s * prm.B * T * C3 + row;
     for (var e = 0u; e < HS4L; e++) {
-        put1(out, e, dk[e]);
-        put1(out + prm.C, e, dv[e]);
+        if (wantDK) {
+            put1(out, e, dk[e]);
+        }
+        if (wantDV) {
+            put1(out + prm.C, e, dv[e]);
+        }
     }
 }
