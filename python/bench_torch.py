@@ -45,11 +45,17 @@ def config(name):
     return ref.Config(ctx=ctx, layers=L, d_model=C, heads=ref.default_heads(C), d_mlp=4 * C), batch
 
 
-def forward(p, cfg, idx):
-    """The reference forward with fused attention; idx [B, T] -> logits [B, T, 256]."""
+def forward(p, cfg, idx, dropout=0.0):
+    """The reference forward with fused attention; idx [B, T] -> logits [B, T, 256]. With
+    dropout, TinyGPT's dropout (gpt/model.go): on the embeddings and on each branch's output
+    before its residual add."""
     B, T = idx.shape
     C, H, D = cfg.d_model, cfg.heads, cfg.head_dim
-    x = p["token_embedding.weight"][idx] + p["position_embedding.weight"][:T]
+
+    def drop(t):
+        return F.dropout(t, dropout, training=True) if dropout > 0 else t
+
+    x = drop(p["token_embedding.weight"][idx] + p["position_embedding.weight"][:T])
     for i in range(cfg.layers):
         b = f"blocks.{i}."
         h = F.layer_norm(x, (C,), p[b + "ln1.weight"], p[b + "ln1.bias"], ref.LN_EPS)
@@ -64,10 +70,10 @@ def forward(p, cfg, idx):
             causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
             y = att.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v
         y = y.transpose(1, 2).reshape(B, T, C)
-        x = x + (y @ p[b + "attn.o_proj.weight"] + p[b + "attn.o_proj.bias"])
+        x = x + drop(y @ p[b + "attn.o_proj.weight"] + p[b + "attn.o_proj.bias"])
         h = F.layer_norm(x, (C,), p[b + "ln2.weight"], p[b + "ln2.bias"], ref.LN_EPS)
         h = F.gelu(h @ p[b + "mlp.fc_in.weight"] + p[b + "mlp.fc_in.bias"])
-        x = x + (h @ p[b + "mlp.fc_out.weight"] + p[b + "mlp.fc_out.bias"])
+        x = x + drop(h @ p[b + "mlp.fc_out.weight"] + p[b + "mlp.fc_out.bias"])
     x = F.layer_norm(x, (C,), p["ln_final.weight"], p["ln_final.bias"], ref.LN_EPS)
     return x @ p["token_embedding.weight"].T
 

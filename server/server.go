@@ -44,7 +44,7 @@ type Backend struct {
 	Name      string `json:"name"`           // "cpu", "webgpu"
 	Available bool   `json:"available"`      // it can be chosen
 	Detail    string `json:"detail"`         // what it runs on: the CPU, the GPU adapter
-	Note      string `json:"note,omitempty"` // why it is not available
+	Note      string `json:"note,omitempty"` // why it is not available, or a remark on when it pays
 }
 
 // Config configures a Server.

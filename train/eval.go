@@ -9,9 +9,10 @@ import (
 	"tinygpt/gpt"
 )
 
-// ExactLoss is the mean loss of m over text cut into consecutive, non-overlapping windows of
-// ctx+1 bytes starting at offset 0 (each window predicts its ctx next bytes from the bytes
-// before them); bytes after the last whole window are not used. It is deterministic, so models
+// ExactLoss is the mean loss of m over text cut into windows of ctx+1 bytes at offsets 0, ctx,
+// 2·ctx, … (each window predicts its ctx next bytes from the bytes before them; neighbouring
+// windows share one byte, so every byte after the first is predicted once); bytes after the
+// last whole window are not used. It is deterministic, so models
 // and tools can be compared on it. batch windows run at a time.
 func ExactLoss(m *gpt.Model, text []byte, batch int) (loss float64, windows int, err error) {
 	T := m.Config.Ctx

@@ -39,7 +39,7 @@ func backendList() []server.Backend {
 	g := gpuProbe()
 	gpu := server.Backend{Name: "webgpu", Available: g.err == "", Detail: g.detail, Note: g.err}
 	if g.err == "" && !g.software {
-		gpu.Note = "faster than the CPU from medium-sized models up; the CPU wins at the smallest"
+		gpu.Note = "faster than the CPU except at the smallest models, where a many-core CPU can win"
 		return []server.Backend{gpu, c}
 	}
 	if g.software {

@@ -23,7 +23,7 @@ import (
 func cmdEval(args []string, e *env) error {
 	fs := newFlags(e, "eval", "--model FILE [--data PATH]", `
 Computes a model's exact loss over the validation split (the last 10%) of a corpus, in
-consecutive non-overlapping windows of ctx+1 bytes, each predicting its ctx next bytes. The
+windows of ctx+1 bytes starting every ctx bytes, each predicting its ctx next bytes. The
 result is deterministic, so models and tools can be compared on it. Without --data it uses the
 corpus stored in the model file.`)
 	modelPath := fs.String("model", "", "model file")
@@ -277,7 +277,8 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 func cmdBench(args []string, e *env) error {
 	fs := newFlags(e, "bench", "[--presets a,b,...] [--steps N] [--json]", `
 Times full training steps (forward, backward, AdamW) of each preset on random tokens and prints
-the median ms/step, tokens/s and achieved GFLOP/s (from 6·params·tokens plus attention).
+the median ms/step, tokens/s and achieved GFLOP/s (from 6·(matrix parameters)·tokens plus
+attention).
 The custom-size flags and --batch time one model instead, as train would build it: the preset
 that --presets names (default small) changed by them.`)
 	presets := fs.String("presets", "tiny,small,medium,large,xl", "comma-separated presets, or all")

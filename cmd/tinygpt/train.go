@@ -200,7 +200,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	initFrom := fs.String("init-from", "", "start a new run from the weights of this model file (fine-tuning)")
 	seed := fs.Int64("seed", 42, "random seed for initialisation, batches and dropout")
 	backendName := fs.String("backend", "cpu", backendHelp)
-	logJSON := fs.String("log-json", "", "also write one JSON object per step and evaluation to this file")
+	logJSON := fs.String("log-json", "", "also write one JSON object per event (step, eval, sample, checkpoint) to this file")
 	sampleEvery := fs.Int("sample-every", 0, "steps between live samples printed during training (0: only at the end)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
@@ -458,7 +458,7 @@ func addSizeFlags(fs *flag.FlagSet) sizeFlags {
 	return sizeFlags{
 		layers: fs.Int("layers", 0, "custom size: transformer blocks"),
 		dModel: fs.Int("d-model", 0, "custom size: embedding width"),
-		heads:  fs.Int("heads", 0, "custom size: attention heads (default, as the original: d-model/32 when 32 divides it, else 3 when 3 does, else 1)"),
+		heads:  fs.Int("heads", 0, "custom size: attention heads (default, as the original: d-model/32 when 32 divides it, else 3 when 3 does, else 1; 1280: 20)"),
 		ctx:    fs.Int("ctx", 0, "custom size: context length in bytes"),
 	}
 }
