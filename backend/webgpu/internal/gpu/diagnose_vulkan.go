@@ -13,8 +13,9 @@ import (
 )
 
 // noAdapterReason says why the binding found no adapter, when the cause is one a user can mend:
-// the Vulkan loader library cannot be loaded, or no Vulkan driver (ICD) is installed. It
-// returns "" when Vulkan itself looks installed (the GPU is then missing or not reachable).
+// the Vulkan loader library cannot be loaded, or no Vulkan driver (ICD) is installed; on Linux
+// with both in place, how to see why the loader rejected the drivers. It returns "" where it
+// cannot tell.
 func noAdapterReason() string {
 	// The binding loaded the library once already; Init returns that attempt's error.
 	if err := vk.Init(); err != nil {
@@ -23,7 +24,12 @@ func noAdapterReason() string {
 	if runtime.GOOS != "linux" {
 		return "" // Windows registers its drivers in the registry
 	}
-	return missingICD(os.Getenv, icdDirs(os.Getenv))
+	if why := missingICD(os.Getenv, icdDirs(os.Getenv)); why != "" {
+		return why
+	}
+	// A driver whose own libraries are missing (such as NVIDIA's without libglvnd) is skipped
+	// by the loader, which says so only when asked.
+	return "Vulkan and a driver manifest are installed but no GPU device was found; VK_LOADER_DEBUG=error,warn shows what the Vulkan loader tried"
 }
 
 // nvidiaContainerICD is where NVIDIA's container toolkit puts its Vulkan driver's manifest,
