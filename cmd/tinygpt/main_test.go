@@ -188,6 +188,23 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("convert onto a hard link of its input: exit %d, %q", code, errOut)
 		}
 	}
+	// convert replaces only model files, as train does.
+	if code, _, errOut := tinygpt(t, "", "convert", "--to", "fp16", garbage, short); code != 1 || !strings.Contains(errOut, "is not a .tinygpt model file") {
+		t.Errorf("convert onto a text file: exit %d, %q", code, errOut)
+	}
+	if b, _ := os.ReadFile(short); string(b) != "tiny text" {
+		t.Errorf("convert onto a text file changed it to %q", b)
+	}
+	// A symbolic link (or a device, or a pipe) is not replaced by a regular file.
+	sym := filepath.Join(dir, "sym.tinygpt")
+	if err := os.Symlink(filepath.Join(dir, "target.tinygpt"), sym); err == nil {
+		for _, args := range [][]string{{"train", "--steps", "1", "--out", sym}, {"convert", "--to", "fp16", garbage, sym}} {
+			code, _, errOut := tinygpt(t, "", args...)
+			if fi, err := os.Lstat(sym); code != 1 || !strings.Contains(errOut, "is not a regular file") || err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("tinygpt %s onto a symbolic link: exit %d, %q; the link %v", strings.Join(args, " "), code, errOut, err)
+			}
+		}
+	}
 }
 
 // A diverging run stops with a clear message and leaves only finite checkpoints behind.

@@ -241,6 +241,9 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 	if samePath(in, out) {
 		return fmt.Errorf("input and output are the same file %s", in)
 	}
+	if _, err := checkWritable("output", out); err != nil {
+		return err
+	}
 	f, err := format.ReadFile(in)
 	if err != nil {
 		return err

@@ -318,7 +318,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			*out = defaultOutName(corpus.Source, opts)
 		}
 	}
-	outIsModel, err := checkWritable(*out)
+	outIsModel, err := checkWritable("--out", *out)
 	if err != nil {
 		return err
 	}
@@ -387,19 +387,25 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 // checkWritable fails early, before any training, if the model file cannot be written: its
 // directory is missing or read-only, or the path is a directory. It also refuses to replace a
 // file that is not a model (a corpus given by mistake, say): only .tinygpt files are replaced.
-// isModel reports that out already holds a model file, which the run will replace.
-func checkWritable(out string) (isModel bool, err error) {
-	if info, err := os.Stat(out); err == nil && info.IsDir() {
-		return false, fmt.Errorf("--out %s is a directory; give a file name", out)
+// It refuses a path that is not a regular file (a symbolic link, a device, a pipe), which the
+// save's rename would replace. what names the path in messages (--out, output). isModel reports
+// that out already holds a model file, which the run will replace.
+func checkWritable(what, out string) (isModel bool, err error) {
+	// A model is written to a temporary file renamed over out, which would replace a link, a
+	// device or a pipe (as root, /dev/null) rather than write through it.
+	if info, err := os.Lstat(out); err == nil && info.IsDir() {
+		return false, fmt.Errorf("%s %s is a directory; give a file name", what, out)
+	} else if err == nil && !info.Mode().IsRegular() {
+		return false, fmt.Errorf("%s %s exists and is not a regular file (a symbolic link, device or pipe), which saving would replace; give the file itself, or another name", what, out)
 	}
 	head, err := fileHead(out, len(format.Magic))
 	if err == nil && len(head) > 0 && string(head) != format.Magic {
-		return false, fmt.Errorf("--out %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", out)
+		return false, fmt.Errorf("%s %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", what, out)
 	}
 	isModel = err == nil && string(head) == format.Magic
 	f, err := os.CreateTemp(filepath.Dir(out), ".tinygpt-check-*")
 	if err != nil {
-		return false, fmt.Errorf("--out %s: cannot write there: %w", out, err)
+		return false, fmt.Errorf("%s %s: cannot write there: %w", what, out, err)
 	}
 	f.Close()
 	return isModel, os.Remove(f.Name())
