@@ -4,20 +4,25 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 )
 
 // MemoryEstimate is the number of bytes a model of shape c needs on its backend for passes over
-// B sequences of T tokens: the weights (with gradients and the two AdamW moments when training)
-// and the activations the workspace keeps.
+// B sequences of T tokens: the weights (with gradients and the two AdamW moments when training),
+// the activations the workspace keeps, and the CPU backend's attention scratch: a T×T matrix of
+// scores per thread at work (and one of their gradients when training), which dominates at long
+// contexts.
 func MemoryEstimate(c Config, B, T int, training bool) int64 {
 	n, C, L, F := int64(B)*int64(T), int64(c.DModel), int64(c.Layers), int64(c.DMlp)
 	params := int64(c.NumParams())
 	perToken := (L+1)*C + L*(9*C+2*F+6) + 2*C + Vocab + 6
-	bytes := 4 * (params + n*perToken)
+	threads := int64(min(runtime.GOMAXPROCS(0), max(B*c.Heads, 1)))
+	scores := threads * int64(T) * int64(T)
+	bytes := 4 * (params + n*perToken + scores)
 	if training {
-		bytes += 4 * (3*params + n*(7*C+F))
+		bytes += 4 * (3*params + n*(7*C+F) + scores)
 	}
 	return bytes
 }

@@ -43,3 +43,16 @@ func TestParamTableSegments(t *testing.T) {
 		t.Errorf("LargestParam %d, want %d", LargestParam(c), 64*256)
 	}
 }
+
+// At long contexts the CPU attention's T×T scratch dominates, and the estimate counts it (a
+// context of 100,000 bytes once ran the machine out of memory past a 0.2 GB estimate).
+func TestMemoryEstimateCountsAttentionScratch(t *testing.T) {
+	c := Config{Layers: 2, DModel: 48, Heads: 3, Ctx: 100000, DMlp: 192}
+	scores := int64(c.Ctx) * int64(c.Ctx) * 4 // one thread's scores, in bytes
+	if got := MemoryEstimate(c, 1, c.Ctx, false); got < scores {
+		t.Errorf("inference at ctx %d: estimate %d bytes, below one score matrix's %d", c.Ctx, got, scores)
+	}
+	if got := MemoryEstimate(c, 1, c.Ctx, true); got < 2*scores {
+		t.Errorf("training at ctx %d: estimate %d bytes, below the scores and their gradient's %d", c.Ctx, got, 2*scores)
+	}
+}
