@@ -341,3 +341,21 @@ func TestBenchCustomSize(t *testing.T) {
 		t.Errorf("bench --presets tiny --batch 2: exit %d, got %+v\n%s%s", code, r, out, errOut)
 	}
 }
+
+// The command a stopped run prints for resuming names its corpus as the run was given it.
+func TestResumeHint(t *testing.T) {
+	for _, c := range []struct {
+		data, glob string
+		stored     bool
+		want       string
+	}{
+		{"corpus.txt", "", true, "tinygpt train --resume m.tinygpt"},
+		{"corpus.txt", "", false, "tinygpt train --resume m.tinygpt --data corpus.txt"},
+		{"-", "", false, "tinygpt train --resume m.tinygpt --data - (the same text on standard input)"},
+		{"src", "*.go", false, "tinygpt train --resume m.tinygpt --data src --glob '*.go'"},
+	} {
+		if got := resumeHint("m.tinygpt", c.data, c.glob, c.stored); got != c.want {
+			t.Errorf("resumeHint(%q, %q, %v) = %q, want %q", c.data, c.glob, c.stored, got, c.want)
+		}
+	}
+}

@@ -361,11 +361,12 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		}})
 	p.finish()
 	if errors.Is(err, context.Canceled) {
-		hint := "tinygpt train --resume " + *out
-		if !t.CorpusStored() {
-			hint += " --data " + t.Corpus.Source
+		if t.Step() >= t.Opts.Steps { // stopped in the final sample: nothing is left to resume
+			fmt.Fprintf(e.stdout, "\nstopped after the last step; saved %s with all %d steps (without a final sample)\n", *out, t.Step())
+			return nil
 		}
-		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out, hint)
+		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out,
+			resumeHint(*out, *dataPath, *glob, t.CorpusStored()))
 		return nil
 	}
 	if err != nil {
@@ -382,6 +383,23 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	}
 	fmt.Fprintf(e.stdout, "\nsaved %s\n\nsample:\n%s\n", *out, safeText(t.Sample))
 	return nil
+}
+
+// resumeHint is the command that continues a run saved in out: with the run's --data (and
+// --glob) where the file does not hold the corpus.
+func resumeHint(out, dataPath, glob string, stored bool) string {
+	hint := "tinygpt train --resume " + out
+	if stored {
+		return hint
+	}
+	hint += " --data " + dataPath
+	if glob != "" {
+		hint += " --glob '" + glob + "'"
+	}
+	if dataPath == "-" {
+		hint += " (the same text on standard input)"
+	}
+	return hint
 }
 
 // checkWritable fails early, before any training, if the model file cannot be written: its
