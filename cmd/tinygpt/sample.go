@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -30,8 +29,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := setFlags(fs)
 	switch {
 	case *modelPath == "":
 		return fmt.Errorf("--model is required")

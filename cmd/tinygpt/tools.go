@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -297,8 +296,7 @@ that --presets names (default small) changed by them.`)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := setFlags(fs)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -349,9 +347,7 @@ that --presets names (default small) changed by them.`)
 		if set["batch"] {
 			p.Batch = *batch
 		}
-		opts := train.DefaultOptions(*p)
-		opts.Model, opts.Batch = p.Config, p.Batch
-		if err := validateFlags(opts, set); err != nil {
+		if err := validateFlags(train.DefaultOptions(*p), set); err != nil {
 			return err
 		}
 	}

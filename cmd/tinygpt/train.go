@@ -205,8 +205,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := setFlags(fs)
 
 	var be backend.Backend
 	open := func(c gpt.Config, batch int) error {
