@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,9 +43,23 @@ func exists(path string) bool {
 
 // server is a running "tinygpt serve".
 type server struct {
-	cmd *exec.Cmd
-	url string
-	out *strings.Builder
+	cmd   *exec.Cmd
+	page  string // the address it printed, with ?token=
+	url   string // the page's address without the token, ending in /
+	token string
+	out   *strings.Builder
+}
+
+// get sends a GET with the access token to path (relative to s.url).
+func (s *server) get(t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.url+path, nil)
+	req.Header.Set("X-TinyGPT-Token", s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func startServer(t *testing.T, bin, dir string) *server {
@@ -68,11 +83,19 @@ func startServer(t *testing.T, bin, dir string) *server {
 		}
 	}()
 	select {
-	case s.url = <-urls:
+	case s.page = <-urls:
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		t.Fatalf("the server printed no address")
 	}
+	u, err := url.Parse(s.page)
+	if err != nil || u.Query().Get("token") == "" {
+		cmd.Process.Kill()
+		t.Fatalf("the server printed %q, not an address with its token", s.page)
+	}
+	s.token = u.Query().Get("token")
+	u.RawQuery = ""
+	s.url = u.String()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -121,7 +144,7 @@ func TestPlayground(t *testing.T) {
 	shots := filepath.Join(root, "test-output", "e2e")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "e2e", "playground.mjs"), s.url, shots)
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "e2e", "playground.mjs"), s.page, shots)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
 	out, err := cmd.CombinedOutput()
@@ -133,10 +156,7 @@ func TestPlayground(t *testing.T) {
 
 	// A new server on the same directory still has the trained run.
 	s2 := startServer(t, bin, dir)
-	resp, err := http.Get(s2.url + "api/runs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := s2.get(t, "api/runs")
 	var list struct {
 		Runs []struct {
 			Name   string `json:"name"`
@@ -195,6 +215,9 @@ func TestServeCtrlCSavesTheRunningJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if strings.TrimSpace(string(token)) != s.token {
+		t.Errorf("the printed address has the token %q, the data directory %q", s.token, token)
+	}
 	req, _ := http.NewRequest("POST", s.url+"api/runs", strings.NewReader(
 		`{"preset":"custom","layers":1,"d_model":16,"ctx":16,"batch":4,"steps":1000000}`))
 	req.Header.Set("X-TinyGPT-Token", strings.TrimSpace(string(token)))
@@ -219,10 +242,7 @@ func TestServeCtrlCSavesTheRunningJob(t *testing.T) {
 				Step int `json:"step"`
 			} `json:"stats"`
 		}
-		resp, err := http.Get(s.url + "api/job")
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := s.get(t, "api/job")
 		json.NewDecoder(resp.Body).Decode(&job)
 		resp.Body.Close()
 		if job.Stats.Step >= 5 {

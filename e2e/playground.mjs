@@ -51,8 +51,11 @@ try {
   check(await page.locator('#preset option').count() >= 9, 'presets listed');
   check(/parameters/.test(await page.locator('#preset option[value="tiny"]').innerText()), 'preset shows its parameter count');
   check(/available|build/.test(await text('#backends')), 'backends shown with availability');
-  const gpuListed = await page.evaluate(() => fetch('/api/system').then((r) => r.json())
-    .then((s) => s.backends.find((b) => b.name === 'webgpu')));
+  // The API needs the token, which the page carries.
+  const system = () => page.evaluate(() => fetch('/api/system', {
+    headers: { 'X-TinyGPT-Token': document.querySelector('meta[name="tinygpt-token"]').content },
+  }).then((r) => r.json()));
+  const gpuListed = await system().then((s) => s.backends.find((b) => b.name === 'webgpu'));
   check(await page.locator('input[name="backend"][value="webgpu"]').isDisabled() === !gpuListed.available,
     'WebGPU selectable exactly when the server reports an adapter');
   await page.selectOption('#preset', 'tiny');
@@ -63,7 +66,7 @@ try {
   check(/bytes per parameter/.test(await text('#warnings')), 'small corpus warning shown');
   check(/1,720 bytes pasted/.test(await text('#corpus-info')), 'pasted corpus size shown');
   // An uploaded .txt over the limit is refused with a clear message.
-  const limit = await page.evaluate(() => fetch('/api/system').then((r) => r.json()).then((s) => s.limits.corpus_bytes));
+  const limit = await system().then((s) => s.limits.corpus_bytes);
   await page.check('input[name="corpus"][value="upload"]');
   await page.setInputFiles('#corpus-file', { name: 'big.txt', mimeType: 'text/plain', buffer: Buffer.alloc(limit + 1, 'a') });
   await page.waitForFunction(() => /more than the limit/.test(document.querySelector('#corpus-info').textContent), null, { timeout: T });
@@ -78,7 +81,7 @@ try {
     fd.append('settings', JSON.stringify({ preset: 'tiny' }));
     fd.append('corpus', new Blob([new Uint8Array(n).fill(97)], { type: 'text/plain' }), 'big.txt');
     const r = await fetch('/api/runs', { method: 'POST', headers: { 'X-TinyGPT-Token': tok }, body: fd });
-    const list = await fetch('/api/runs').then((x) => x.json());
+    const list = await fetch('/api/runs', { headers: { 'X-TinyGPT-Token': tok } }).then((x) => x.json());
     return { status: r.status, runs: list.runs.length };
   }, limit + 1);
   check(direct.status === 413 && direct.runs === 0, `the server refuses an oversized corpus and creates no run (status ${direct.status}, ${direct.runs} runs)`);

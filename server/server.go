@@ -7,9 +7,11 @@
 // (settings and history in run.json, the checkpoint in model.tinygpt, the corpus in corpus.txt),
 // so restarting the server or reloading the page loses nothing.
 //
-// Requests that change anything must carry the access token in the X-TinyGPT-Token header and,
-// when a browser sends an Origin, come from the server's own origin; with Config.Public every
-// request needs the token. The page receives the token inside the HTML it is served.
+// Every request for the page or the API must carry the access token: the page in its URL
+// (?token=, as tinygpt serve prints it), the API in the X-TinyGPT-Token header (or ?token= on a
+// GET, for EventSource and download links). Loopback is no boundary between the users of one
+// machine, so this holds there too. Requests that change anything must, when a browser sends an
+// Origin, come from the server's own origin. The page receives the token inside its HTML.
 package server
 
 import (
@@ -54,8 +56,8 @@ type Config struct {
 	// Token is the access token; when it is empty, New uses the one kept in Dir/token,
 	// generating it on the first start.
 	Token string
-	// Public means the server listens beyond the loopback interface: every request then needs
-	// the token, and the Host header is not restricted to loopback names.
+	// Public means the server listens beyond the loopback interface: the Host header is then
+	// not restricted to loopback names. (The page and the API need the token either way.)
 	Public bool
 	// Backends lists the compute backends, in order of preference for "auto".
 	Backends func() []Backend
@@ -284,7 +286,7 @@ func (s *Server) check(r *http.Request) (int, string) {
 			return http.StatusForbidden, fmt.Sprintf("origin %q may not use this server", o)
 		}
 	}
-	needToken := !safe || (s.cfg.Public && strings.HasPrefix(r.URL.Path, "/api/"))
+	needToken := !safe || strings.HasPrefix(r.URL.Path, "/api/")
 	if !needToken {
 		return 0, ""
 	}
@@ -314,10 +316,14 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// handleIndex serves the page with the access token filled in. With Public, the page itself
-// needs the token in the URL (?token=), as printed by tinygpt serve.
+// handleIndex serves the page with the access token filled in. The page itself needs the token
+// in the URL (?token=), as printed by tinygpt serve: it hands the token on to whoever reads it.
 func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Public && subtle.ConstantTimeCompare([]byte(r.URL.Query().Get("token")), []byte(s.cfg.Token)) != 1 {
+	tok := r.URL.Query().Get("token")
+	if tok == "" {
+		tok = r.Header.Get("X-TinyGPT-Token")
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, "This TinyGPT playground needs its access token: open the address that \"tinygpt serve\" printed, which ends in ?token=...\n")

@@ -542,14 +542,19 @@ func TestAccessControl(t *testing.T) {
 		name, method, path, token, origin, host string
 		want                                    int
 	}{
-		{"page", "GET", "/", "", "", "", 200},
-		{"read API", "GET", "/api/runs", "", "", "", 200},
+		{"page without token", "GET", "/", "", "", "", 401},
+		{"page", "GET", "/", tok, "", "", 200},
+		{"read API without token", "GET", "/api/runs", "", "", "", 401},
+		{"read API wrong token", "GET", "/api/runs", "nope", "", "", 401},
+		{"read API", "GET", "/api/runs", tok, "", "", 200},
+		{"run's model without token", "GET", "/api/runs/x/model", "", "", "", 401},
+		{"static file", "GET", "/app.js", "", "", "", 200},
 		{"post without token", "POST", "/api/job/stop", "", "", "", 401},
 		{"post wrong token", "POST", "/api/job/stop", "nope", "", "", 401},
 		{"post other origin", "POST", "/api/job/stop", tok, "http://evil.example", "", 403},
 		{"post own origin", "POST", "/api/job/stop", tok, self, "", 409},
-		{"DNS rebinding", "GET", "/api/runs", "", "", "evil.example", 403},
-		{"localhost", "GET", "/api/runs", "", "", "localhost:1234", 200},
+		{"DNS rebinding", "GET", "/api/runs", tok, "", "evil.example", 403},
+		{"localhost", "GET", "/api/runs", tok, "", "localhost:1234", 200},
 	} {
 		if got := send(c.method, c.path, c.token, c.origin, c.host); got != c.want {
 			t.Errorf("%s: status %d, want %d", c.name, got, c.want)
@@ -581,13 +586,22 @@ func TestAccessControl(t *testing.T) {
 		}
 	}
 
-	// The page carries the token.
-	status, b := ts.do("GET", "/", "", nil)
+	// The page, opened at the printed address, carries the token.
+	status, b := ts.do("GET", "/?token="+tok, "", nil)
 	if status != 200 || !bytes.Contains(b, []byte(tok)) {
 		t.Errorf("page: %d, token inside: %v", status, bytes.Contains(b, []byte(tok)))
 	}
+	resp, err := http.Get(ts.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || bytes.Contains(b, []byte(tok)) || !bytes.Contains(b, []byte("?token=")) {
+		t.Errorf("page without the token: %d %q", resp.StatusCode, b)
+	}
 
-	// A public server needs the token for everything but the static files.
+	// A public server too needs the token for everything but the static files.
 	pub := newTestServer(t, "", func(c *Config) { c.Public = true; c.Token = "secret" })
 	for _, c := range []struct {
 		path string
@@ -661,7 +675,7 @@ func TestRestartKeepsRuns(t *testing.T) {
 
 func TestEventsStream(t *testing.T) {
 	ts := newTestServer(t, "", nil)
-	resp, err := http.Get(ts.srv.URL + "/api/events")
+	resp, err := http.Get(ts.srv.URL + "/api/events?token=" + ts.s.Token())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ func cmdServe(args []string, e *env) error {
 Starts the playground: a local web page to set up training runs, watch the loss fall live,
 sample from models as they learn, look inside them, and keep, download and upload models.
 It listens on 127.0.0.1 and a free port, prints the address and opens nothing unless --open.
-Runs are stored in --dir. Requests that change anything need the access token (the page gets
-it; scripts send it in the X-TinyGPT-Token header); listening beyond the loopback interface, every
-request needs it. Ctrl-C saves a checkpoint of the running job.`)
+Runs are stored in --dir. The page and the API need the access token: the printed address
+carries it (?token=), and scripts send it in the X-TinyGPT-Token header. It keeps the other
+users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
 	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
@@ -53,9 +53,7 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	}
 	urls := playgroundURLs(host, ln.Addr().(*net.TCPAddr).Port, interfaceAddrs())
 	for i := range urls {
-		if public {
-			urls[i] += "?token=" + srv.Token()
-		}
+		urls[i] += "?token=" + srv.Token()
 	}
 	url := urls[0]
 	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", url)
@@ -64,10 +62,9 @@ request needs it. Ctrl-C saves a checkpoint of the running job.`)
 	}
 	fmt.Fprintf(e.stdout, "runs are kept in %s\n", *dir)
 	if public {
-		fmt.Fprintf(e.stdout, "listening beyond this machine: every request needs the access token %s\n", srv.Token())
-	} else {
-		fmt.Fprintf(e.stdout, "API token for scripts (header X-TinyGPT-Token): %s\n", srv.Token())
+		fmt.Fprintf(e.stdout, "listening beyond this machine: anyone with the address and token can use it\n")
 	}
+	fmt.Fprintf(e.stdout, "API token for scripts (header X-TinyGPT-Token): %s\n", srv.Token())
 	fmt.Fprintf(e.stdout, "Ctrl-C stops the server, saving a checkpoint of a running job.\n")
 	if *open {
 		openBrowser(e.stderr, url)
