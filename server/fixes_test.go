@@ -410,3 +410,27 @@ func TestJobStateSeq(t *testing.T) {
 	}
 	ts.waitJob(func(st JobState) bool { return !st.Active })
 }
+
+// A run deleted while its continue request is on its way is not trained: the continue is a
+// 404 and no job starts (both requests used to succeed, and the job trained a deleted run).
+func TestContinueAfterDelete(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(3), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	id := start.Run.ID
+	testHookContinue = func() { ts.json("DELETE", "/api/runs/"+id, nil, http.StatusOK, nil) }
+	defer func() { testHookContinue = func() {} }()
+	status, b := ts.do("POST", "/api/runs/"+id+"/continue", "application/json", strings.NewReader(`{"steps":2}`))
+	if status != http.StatusNotFound || !bytes.Contains(b, []byte("deleted")) {
+		t.Errorf("continue of a run deleted meanwhile: %d %s", status, b)
+	}
+	var st JobState
+	ts.json("GET", "/api/job", nil, http.StatusOK, &st)
+	if st.Active {
+		t.Errorf("a job trains the deleted run: %+v", st)
+	}
+	if _, err := os.Stat(ts.s.store.path(id)); !os.IsNotExist(err) {
+		t.Errorf("the deleted run's folder: %v", err)
+	}
+}

@@ -490,8 +490,20 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		// An uploaded model trains on the corpus stored in it; keep it beside the run too.
 		s.store.writeCorpus(run.ID, t.Corpus.Text)
 	}
+	testHookContinue()
 	s.mu.Lock()
 	if !s.mayStartLocked(w) {
+		return
+	}
+	// The run may have been deleted since getRun: DELETE holds s.mu and refuses only an
+	// active job, so check again now that no other start or delete can run.
+	if _, err := s.store.get(run.ID); err != nil {
+		s.mu.Unlock()
+		if errors.Is(err, errNoRun) {
+			httpError(w, http.StatusNotFound, "run %q was deleted before it could continue", run.ID)
+		} else {
+			httpError(w, http.StatusInternalServerError, "%v", err)
+		}
 		return
 	}
 	run.Backend = beName
@@ -500,6 +512,9 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, j.snapshotState())
 }
+
+// testHookContinue runs in handleContinue just before it takes s.mu to start the job (tests).
+var testHookContinue = func() {}
 
 // getRun finds the run named in the path; it writes the 404 itself.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) (*Run, bool) {
