@@ -94,6 +94,21 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "bits/byte") {
 		t.Errorf("eval: exit %d\n%s", code, out)
 	}
+	// A corpus whose validation split is shorter than a window points to --split all.
+	short := filepath.Join(dir, "short.txt")
+	os.WriteFile(short, []byte(strings.Repeat("abcd ", 8)), 0o644)
+	code, _, errOut = tinygpt(t, "", "eval", "--model", model, "--data", short)
+	if code != 1 || !strings.Contains(errOut, "shorter than one window of ctx+1 = 17 bytes; --split all") {
+		t.Errorf("eval on a short corpus: exit %d\n%s", code, errOut)
+	}
+	code, out, _ = tinygpt(t, "", "eval", "--model", model, "--data", short, "--split", "all")
+	if code != 0 || !strings.Contains(out, "2 windows of 17 bytes") {
+		t.Errorf("eval --split all on a short corpus: exit %d\n%s", code, out)
+	}
+	code, _, errOut = tinygpt(t, "", "eval", "--model", model, "--glob", "*.txt")
+	if code != 1 || !strings.Contains(errOut, "--glob picks files in a directory given with --data") {
+		t.Errorf("eval --glob without --data: exit %d\n%s", code, errOut)
+	}
 
 	for _, to := range []string{"fp16", "int4", "fp32"} {
 		conv := filepath.Join(dir, "m."+to+".tinygpt")
@@ -141,6 +156,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--steps", "0"}, 1, "--steps must be at least 1"},
 		{[]string{"train", "--heads", "5", "--d-model", "48"}, 1, "--heads must divide --d-model 48"},
 		{[]string{"train", "--dropout", "1.5"}, 1, "--dropout must be in [0, 1)"},
+		{[]string{"train", "--steps", "10", "--warmup", "20"}, 1, "--warmup must not be longer than the run (--steps 10)"},
 		{[]string{"train", "--schedule", "linear"}, 1, "--schedule must be constant or cosine"},
 		{[]string{"train", "--preset", "gigantic"}, 1, `unknown preset "gigantic"`},
 		{[]string{"train", "--backend", "tpu"}, 1, `unknown backend`},
@@ -357,5 +373,22 @@ func TestResumeHint(t *testing.T) {
 		if got := resumeHint("m.tinygpt", c.data, c.glob, c.stored); got != c.want {
 			t.Errorf("resumeHint(%q, %q, %v) = %q, want %q", c.data, c.glob, c.stored, got, c.want)
 		}
+	}
+}
+
+// A corpus that the model file cannot hold (not UTF-8) is named at the start, with what it
+// means for resuming.
+func TestCorpusNotStoredNote(t *testing.T) {
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "bytes.bin")
+	b := make([]byte, 4000)
+	for i := range b {
+		b[i] = byte(i*7) | 0x80 // no NUL, and not UTF-8
+	}
+	os.WriteFile(corpus, b, 0o644)
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--steps", "1", "--layers", "1", "--d-model", "16",
+		"--ctx", "16", "--batch", "2", "--out", filepath.Join(dir, "m.tinygpt"))
+	if code != 0 || !strings.Contains(out, "the corpus is not kept in the model file (it is not UTF-8 text): --resume and continuing need --data again") {
+		t.Errorf("train on bytes: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -51,6 +52,9 @@ corpus stored in the model file.`)
 	if err != nil {
 		return err
 	}
+	if *glob != "" && *dataPath == "" {
+		return fmt.Errorf("--glob picks files in a directory given with --data; without --data the corpus stored in the model is used")
+	}
 	var corpus data.Corpus
 	if *dataPath != "" {
 		if corpus, err = data.Load(*dataPath, *glob, e.stdin); err != nil {
@@ -73,9 +77,15 @@ corpus stored in the model file.`)
 		return fmt.Errorf("--split must be val, train or all, got %q", *split)
 	}
 	c := fileConfig(f)
-	if windows := (len(text) - 1) / c.Ctx; windows >= 1 {
-		*batch = min(*batch, windows) // no larger than the split needs
+	windows := (len(text) - 1) / c.Ctx
+	if windows < 1 {
+		msg := fmt.Sprintf("the %s split of %s is %d bytes, shorter than one window of ctx+1 = %d bytes", *split, corpus.Source, len(text), c.Ctx+1)
+		if *split != "all" && len(corpus.Text) > c.Ctx {
+			msg += "; --split all scores the whole corpus"
+		}
+		return errors.New(msg)
 	}
+	*batch = min(*batch, windows) // no larger than the split needs
 	be, err := openBackend(*backendName, modelLoad(c, *batch*c.Ctx, c.FLOPsPerToken()/3), e.stderr)
 	if err != nil {
 		return err

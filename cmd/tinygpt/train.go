@@ -522,6 +522,7 @@ func validateFlags(o train.Options, set map[string]bool) error {
 		{"min-lr", !(o.MinLR >= 0 && o.MinLR <= o.LR), "must be between 0 and --lr"},
 		{"schedule", o.Schedule != train.Constant && o.Schedule != train.Cosine, "must be constant or cosine"},
 		{"warmup", o.Warmup < 0, "must not be negative"},
+		{"warmup", o.Warmup > o.Steps, fmt.Sprintf("must not be longer than the run (--steps %d): the learning rate would never reach --lr", o.Steps)},
 		{"dropout", !(o.Dropout >= 0 && o.Dropout < 1), "must be in [0, 1)"},
 		{"eval-every", o.EvalEvery < 0, "must not be negative"},
 		{"eval-batches", o.EvalBatches < 1, "must be at least 1"},
@@ -580,6 +581,13 @@ func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) 
 	fmt.Fprintf(w, "corpus:  %s, %s bytes (train %s, val %s)\n", t.Corpus.Source, commas(len(t.Corpus.Text)), commas(len(t.Split.Train)), commas(len(t.Split.Val)))
 	if t.Split.Overlap {
 		fmt.Fprintf(w, "warning: the corpus is so short that a split was widened to one window of ctx+1 bytes; validation overlaps training\n")
+	}
+	if !t.CorpusStored() {
+		why := "it is not UTF-8 text"
+		if len(t.Corpus.Text) > train.MaxStoredCorpus {
+			why = fmt.Sprintf("it is larger than %d MB", train.MaxStoredCorpus>>20)
+		}
+		fmt.Fprintf(w, "note:    the corpus is not kept in the model file (%s): --resume and continuing need --data again\n", why)
 	}
 	if ratio := float64(len(t.Split.Train)) / float64(o.Model.NumParams()); ratio < 1 {
 		fmt.Fprintf(w, "note:    only %.2f training bytes per parameter: expect the model to memorise rather than generalise (watch val loss)\n", ratio)
