@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"tinygpt/format"
+	"tinygpt/gpt"
 )
 
 // craftModel encodes a one-layer model of the given context and heads (one dimension per head,
@@ -432,5 +433,40 @@ func TestContinueAfterDelete(t *testing.T) {
 	}
 	if _, err := os.Stat(ts.s.store.path(id)); !os.IsNotExist(err) {
 		t.Errorf("the deleted run's folder: %v", err)
+	}
+}
+
+// Size fields change the preset named (or the default one), as the command's flags do; an
+// unknown corpus is refused by the plan as by the start.
+func TestSettingsSizesAndCorpus(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	small, _ := gpt.PresetByName("small")
+	for _, c := range []struct {
+		body string
+		want ModelConfig
+	}{
+		{`{"preset":"small"}`, ModelConfig{small.Config.Layers, small.Config.DModel, small.Config.Heads, small.Config.Ctx, small.Config.DMlp}},
+		{`{"preset":"small","d_model":64}`, ModelConfig{small.Config.Layers, 64, 2, small.Config.Ctx, 256}},
+		{`{"preset":"small","layers":1,"ctx":16}`, ModelConfig{1, small.Config.DModel, small.Config.Heads, 16, small.Config.DMlp}},
+		{`{"layers":1}`, ModelConfig{1, small.Config.DModel, small.Config.Heads, small.Config.Ctx, small.Config.DMlp}},
+		{`{"preset":"custom","layers":1,"d_model":48,"heads":2,"ctx":8}`, ModelConfig{1, 48, 2, 8, 192}},
+	} {
+		var plan Plan
+		ts.json("POST", "/api/plan", c.body, http.StatusOK, &plan)
+		if plan.Config != c.want {
+			t.Errorf("%s: model %+v, want %+v", c.body, plan.Config, c.want)
+		}
+	}
+	for _, body := range []string{`{"preset":"custom","layers":1}`, `{"corpus":"shakespeare"}`} {
+		for _, path := range []string{"/api/plan", "/api/runs"} {
+			status, b := ts.do("POST", path, "application/json", strings.NewReader(body))
+			if status != http.StatusBadRequest {
+				t.Errorf("%s %s: %d %s, want 400", path, body, status, b)
+			}
+		}
+	}
+	status, b := ts.do("POST", "/api/plan", "application/json", strings.NewReader(`{"corpus":"shakespeare"}`))
+	if status != http.StatusBadRequest || !bytes.Contains(b, []byte(`got \"shakespeare\"`)) {
+		t.Errorf("plan with an unknown corpus: %d %s", status, b)
 	}
 }

@@ -54,9 +54,11 @@ const (
 
 // options turns settings into trainer options.
 func (rs RunSettings) options() (train.Options, error) {
+	if rs.Corpus != "" && rs.Corpus != "builtin" && rs.Corpus != "text" {
+		return train.Options{}, fmt.Errorf("corpus must be \"builtin\" (the built-in text) or \"text\" (your own, sent in a \"corpus\" part), got %q", rs.Corpus)
+	}
 	name := rs.Preset
-	custom := name == "custom" || (name == "" && (rs.Layers != 0 || rs.DModel != 0 || rs.Ctx != 0))
-	if name == "" || custom {
+	if name == "" || name == "custom" {
 		name = gpt.DefaultPreset
 	}
 	p, err := gpt.PresetByName(name)
@@ -64,15 +66,26 @@ func (rs RunSettings) options() (train.Options, error) {
 		return train.Options{}, err
 	}
 	o := train.DefaultOptions(p)
-	if custom {
-		if rs.Layers == 0 || rs.DModel == 0 || rs.Ctx == 0 {
-			return o, errors.New("custom sizes need layers, d_model and ctx")
-		}
+	if rs.Preset == "custom" && (rs.Layers == 0 || rs.DModel == 0 || rs.Ctx == 0) {
+		return o, errors.New("custom sizes need layers, d_model and ctx")
+	}
+	// Sizes change the preset named (or the default one), as tinygpt train's flags do; a new
+	// d_model also sets the MLP's width and, unless heads is given, the heads.
+	c := &o.Model
+	if rs.Layers != 0 {
+		c.Layers = rs.Layers
+	}
+	if rs.DModel != 0 {
+		c.DModel, c.DMlp, c.Heads = rs.DModel, 4*rs.DModel, gpt.DefaultHeads(rs.DModel)
+	}
+	if rs.Heads != 0 {
+		c.Heads = rs.Heads
+	}
+	if rs.Ctx != 0 {
+		c.Ctx = rs.Ctx
+	}
+	if *c != p.Config || rs.Preset == "custom" {
 		o.Preset = ""
-		o.Model = gpt.Config{Layers: rs.Layers, DModel: rs.DModel, Heads: gpt.DefaultHeads(rs.DModel), Ctx: rs.Ctx, DMlp: 4 * rs.DModel}
-		if rs.Heads != 0 {
-			o.Model.Heads = rs.Heads
-		}
 	}
 	if rs.Batch != 0 {
 		o.Batch = rs.Batch
@@ -295,10 +308,6 @@ type StartResponse struct {
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	rs, text, ok := s.readStart(w, r)
 	if !ok {
-		return
-	}
-	if rs.Corpus != "" && rs.Corpus != "builtin" && rs.Corpus != "text" {
-		httpError(w, http.StatusBadRequest, "corpus must be \"builtin\" or \"text\", got %q", rs.Corpus)
 		return
 	}
 	opts, err := rs.options()
