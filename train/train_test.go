@@ -381,3 +381,23 @@ func TestDivergingStepChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A model whose weights are finite but too large for float32 arithmetic does not generate
+// garbage as if all were well: Generate reports that its output is not finite.
+func TestGenerateRefusesNonFiniteOutput(t *testing.T) {
+	m, err := gpt.New(cpu.New(), gpt.Config{Layers: 1, DModel: 16, Heads: 1, Ctx: 8, DMlp: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.Weights()
+	for i := range w {
+		w[i] = 3e38
+	}
+	if err := m.SetWeights(w); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Generate(m, []byte("ab"), 5, gpt.Sampling{Temperature: 0.8, TopK: 40}, 1, nil)
+	if !errors.Is(err, ErrOutputNotFinite) || len(out) != 0 {
+		t.Errorf("Generate with huge weights: %q, %v", out, err)
+	}
+}

@@ -10,6 +10,7 @@
 //	tinygpt convert --to fp16 IN OUT   convert a model file (fp32, fp16, int4)
 //	tinygpt bench   [flags]            measure training speed per preset
 //	tinygpt serve   [flags]            start the web playground
+//	tinygpt version                    print the version
 //
 // Run "tinygpt help COMMAND" or "tinygpt COMMAND -h" for a command's flags.
 package main
@@ -99,7 +100,8 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  tinygpt %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun \"tinygpt help COMMAND\" for a command's flags.\n")
+	fmt.Fprintf(w, "  tinygpt %-8s %s\n", "version", "print the version")
+	fmt.Fprintf(w, "\nRun \"tinygpt help COMMAND\" or \"tinygpt COMMAND -h\" for a command's flags.\n")
 }
 
 func cmdHelp(args []string, e *env) error {
@@ -131,14 +133,23 @@ func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
 }
 
 // parse parses args, allowing flags after positional arguments ("inspect FILE --json"), and
-// returns the positional arguments, of which there may be at most max.
-func parse(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+// returns the positional arguments, of which there may be at most max. Help asked for (-h)
+// goes to standard output; a flag's error and the usage after it, to standard error.
+func parse(e *env, fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	usage := fs.Usage
+	fs.Usage = func() {} // printed below, where it belongs
+	defer func() { fs.Usage = usage }()
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				out := fs.Output()
+				fs.SetOutput(e.stdout)
+				usage()
+				fs.SetOutput(out)
 				return nil, err
 			}
+			usage()
 			return nil, errUsage
 		}
 		if fs.NArg() == 0 {

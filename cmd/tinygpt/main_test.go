@@ -266,16 +266,26 @@ func TestDivergenceWarning(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
+		// Help asked for goes to standard output.
 		code, out, errOut := tinygpt(t, "", args...)
-		if code != 0 || !strings.Contains(out+errOut, "tinygpt") {
-			t.Errorf("tinygpt %v: exit %d, %q", args, code, out+errOut)
+		if code != 0 || !strings.Contains(out, "tinygpt") || errOut != "" {
+			t.Errorf("tinygpt %v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
-	_, out, errOut := tinygpt(t, "", "train", "-h")
+	_, out, _ := tinygpt(t, "", "train", "-h")
 	for _, flag := range []string{"-preset", "-data", "-resume", "-log-json", "-schedule", "(default 0.0003)"} {
-		if !strings.Contains(out+errOut, flag) {
+		if !strings.Contains(out, flag) {
 			t.Errorf("train -h lacks %q", flag)
 		}
+	}
+	_, out, _ = tinygpt(t, "", "help")
+	if !strings.Contains(out, "tinygpt version") {
+		t.Errorf("the command list lacks version:\n%s", out)
+	}
+	// A wrong flag's message and the usage after it go to standard error.
+	code, out, errOut := tinygpt(t, "", "sample", "--bogus")
+	if code != 2 || out != "" || !strings.Contains(errOut, "not defined: -bogus") || !strings.Contains(errOut, "Usage: tinygpt sample") {
+		t.Errorf("sample --bogus: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

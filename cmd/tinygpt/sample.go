@@ -26,7 +26,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	topP := fs.Float64("top-p", 1, "sample only among the most likely bytes whose probabilities add up to p (1: all)")
 	seed := fs.Int64("seed", 0, "random seed (default: from the clock)")
 	backendName := fs.String("backend", "cpu", backendHelp)
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(e, fs, args, 0); err != nil {
 		return err
 	}
 	set := setFlags(fs)

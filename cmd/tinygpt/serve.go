@@ -31,7 +31,7 @@ users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
 	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
 	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
 	open := fs.Bool("open", false, "open the playground in the default web browser")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(e, fs, args, 0); err != nil {
 		return err
 	}
 	host, _, err := net.SplitHostPort(*addr)

@@ -33,7 +33,7 @@ corpus stored in the model file.`)
 	batch := fs.Int("batch", 16, "windows per forward pass")
 	backendName := fs.String("backend", "cpu", backendHelp)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(e, fs, args, 0); err != nil {
 		return err
 	}
 	if *threads < 0 || *threads > 4096 {
@@ -113,7 +113,7 @@ func cmdInspect(args []string, e *env) error {
 	fs := newFlags(e, "inspect", "FILE [--json]", `
 Prints a model file's format, model size, training settings, loss history and sample.`)
 	asJSON := fs.Bool("json", false, "print the header as JSON (without the corpus text)")
-	rest, err := parse(fs, args, 1)
+	rest, err := parse(e, fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ scale, about 1/7 of fp32) keep the weights only, in the original TinyGPT's forma
 sampled and evaluated but not resumed. fp32 writes full-precision weights (with the AdamW moments when
 the input has them, so the copy still resumes; weights only otherwise).`)
 	to := fs.String("to", "", "target format: fp32, fp16 or int4")
-	rest, err := parse(fs, args, 2)
+	rest, err := parse(e, fs, args, 2)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ that --presets names (default small) changed by them.`)
 	threads := fs.Int("threads", 0, "CPU threads (0 = all cores)")
 	profile := fs.String("profile", "", "after each row, the backend's account of a timed step: counts (webgpu: dispatches, submits, waits, host time) or kernels (webgpu: also each kernel's GPU time, every kernel run on its own: slow)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to `file` (go tool pprof reads it), to see where the host's time goes")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(e, fs, args, 0); err != nil {
 		return err
 	}
 	set := setFlags(fs)

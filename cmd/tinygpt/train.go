@@ -202,7 +202,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	backendName := fs.String("backend", "cpu", backendHelp)
 	logJSON := fs.String("log-json", "", "also write one JSON object per event (step, eval, sample, checkpoint) to this file")
 	sampleEvery := fs.Int("sample-every", 0, "steps between live samples printed during training (0: only at the end)")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := parse(e, fs, args, 0); err != nil {
 		return err
 	}
 	set := setFlags(fs)
