@@ -102,18 +102,28 @@ func readFile(path string, size int64) ([]byte, error) {
 }
 
 func loadDir(root, glob string) (Corpus, error) {
+	// WalkDir does not follow links: walk the folder a linked root names. Links inside it are
+	// followed to files, not to folders (which could loop).
+	dir, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return Corpus{}, fmt.Errorf("corpus: %w", err)
+	}
 	var paths []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if p != root && len(d.Name()) > 1 && d.Name()[0] == '.' {
+			if p != dir && len(d.Name()) > 1 && d.Name()[0] == '.' {
 				return filepath.SkipDir // .git and other hidden directories
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		if d.Type()&fs.ModeSymlink != 0 {
+			if info, err := os.Stat(p); err != nil || !info.Mode().IsRegular() {
+				return nil // a broken link, or one to a folder or device
+			}
+		} else if !d.Type().IsRegular() {
 			return nil
 		}
 		if glob != "" {

@@ -44,6 +44,19 @@ func TestLoad(t *testing.T) {
 	if err != nil || c.Files != 3 {
 		t.Errorf("whole directory: %d files, %v", c.Files, err)
 	}
+	// A linked folder is read as the folder; a link inside it to a file is followed, one to a
+	// folder is not (it could loop).
+	if runtime.GOOS != "windows" && runtime.GOOS != "js" {
+		other := t.TempDir()
+		write(t, filepath.Join(other, "d.go"), "package d\n")
+		must(t, os.Symlink(filepath.Join(other, "d.go"), filepath.Join(dir, "src", "d.go")))
+		must(t, os.Symlink(dir, filepath.Join(dir, "src", "loop")))
+		must(t, os.Symlink(dir, filepath.Join(other, "link")))
+		c, err = Load(filepath.Join(other, "link"), "*.go", nil)
+		if err != nil || string(c.Text) != "package b\npackage c\npackage d\n" {
+			t.Errorf("linked folder: %q, %v", c.Text, err)
+		}
+	}
 	c, err = Load("-", "", strings.NewReader("from stdin"))
 	if err != nil || string(c.Text) != "from stdin" || c.Source != "stdin" {
 		t.Errorf("stdin: %q %v", c.Text, err)
@@ -176,5 +189,12 @@ func TestBatchesAreDeterministicAndInRange(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Errorf("Draw reached %d of 5 starts", len(seen))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
