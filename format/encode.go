@@ -222,7 +222,7 @@ func Write(w io.Writer, f *File) error {
 		return err
 	}
 	if err := e.writeTo(w); err != nil {
-		return fmt.Errorf("tinygpt: write: %w", err)
+		return fmt.Errorf("writing the model: %w", err)
 	}
 	return nil
 }
@@ -236,8 +236,5 @@ func WriteFile(path string, f *File, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(path, perm, e.writeTo); err != nil {
-		return fmt.Errorf("tinygpt: %w", err)
-	}
-	return nil
+	return atomicfile.Write(path, perm, e.writeTo) // its errors name path
 }

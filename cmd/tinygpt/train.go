@@ -304,6 +304,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		if err := open(opts.Model, opts.Batch); err != nil {
 			return err
 		}
+		if n := opts.Model.NumParams(); n >= slowInitParams {
+			fmt.Fprintf(e.stdout, "initialising %s parameters...\n", commas(n))
+		}
 		t, err = train.New(be, opts, *corpus)
 		if err != nil {
 			return backendFailure(be, err, "")
@@ -342,6 +345,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	saving := *out
 	if outIsModel && !resumed {
 		saving += " (replacing the model there at the first checkpoint)"
+	}
+	if n := checkpointBytes(t.Opts.Model); n >= 256<<20 {
+		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -570,6 +576,14 @@ func defaultOutName(source string, o train.Options) string {
 	}
 	return base + "-" + size + ".tinygpt"
 }
+
+// slowInitParams is the model size from which initialising takes long enough (seconds to a
+// minute) to say so first.
+const slowInitParams = 50_000_000
+
+// checkpointBytes is about the size of a checkpoint of a model of shape c: weights and both
+// AdamW moments in fp32.
+func checkpointBytes(c gpt.Config) int64 { return 12 * int64(c.NumParams()) }
 
 func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) {
 	o := t.Opts
