@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"tinygpt/data/builtin"
 )
@@ -103,13 +104,21 @@ func readFile(path string, size int64) ([]byte, error) {
 
 func loadDir(root, glob string) (Corpus, error) {
 	// WalkDir does not follow links: walk the folder a linked root names. Links inside it are
-	// followed to files, not to folders (which could loop).
-	dir, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return Corpus{}, fmt.Errorf("corpus: %w", err)
+	// followed to files outside the folder (one inside is read as itself), not to folders
+	// (which could loop).
+	dir := root
+	if info, err := os.Lstat(root); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+		if dir, err = filepath.EvalSymlinks(root); err != nil {
+			return Corpus{}, fmt.Errorf("corpus: %w", err)
+		}
+	}
+	realDir, realErr := filepath.EvalSymlinks(dir)
+	inside := func(p string) bool { // whether the resolved path p lies in the folder
+		rel, err := filepath.Rel(realDir, p)
+		return realErr == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
 	var paths []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -122,6 +131,9 @@ func loadDir(root, glob string) (Corpus, error) {
 		if d.Type()&fs.ModeSymlink != 0 {
 			if info, err := os.Stat(p); err != nil || !info.Mode().IsRegular() {
 				return nil // a broken link, or one to a folder or device
+			}
+			if target, err := filepath.EvalSymlinks(p); err != nil || inside(target) {
+				return nil
 			}
 		} else if !d.Type().IsRegular() {
 			return nil

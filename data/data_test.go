@@ -44,13 +44,14 @@ func TestLoad(t *testing.T) {
 	if err != nil || c.Files != 3 {
 		t.Errorf("whole directory: %d files, %v", c.Files, err)
 	}
-	// A linked folder is read as the folder; a link inside it to a file is followed, one to a
-	// folder is not (it could loop).
+	// A linked folder is read as the folder; a link inside it to a file outside is followed,
+	// one to a file inside is not (the file is read as itself), nor one to a folder (a loop).
 	if runtime.GOOS != "windows" && runtime.GOOS != "js" {
 		other := t.TempDir()
 		write(t, filepath.Join(other, "d.go"), "package d\n")
 		must(t, os.Symlink(filepath.Join(other, "d.go"), filepath.Join(dir, "src", "d.go")))
 		must(t, os.Symlink(dir, filepath.Join(dir, "src", "loop")))
+		must(t, os.Symlink(filepath.Join(dir, "src", "b.go"), filepath.Join(dir, "src", "e.go"))) // read once, as b.go
 		must(t, os.Symlink(dir, filepath.Join(other, "link")))
 		c, err = Load(filepath.Join(other, "link"), "*.go", nil)
 		if err != nil || string(c.Text) != "package b\npackage c\npackage d\n" {

@@ -25,7 +25,7 @@ import (
 // of POST /api/plan. Zero values mean the preset's or the trainer's default.
 type RunSettings struct {
 	Name        string  `json:"name"`
-	Preset      string  `json:"preset"` // "custom": sizes from Layers, DModel, Ctx; "": the default preset unless sizes are given
+	Preset      string  `json:"preset"` // "" the default one; sizes given change it; "custom" needs Layers, DModel and Ctx
 	Layers      int     `json:"layers"`
 	DModel      int     `json:"d_model"`
 	Heads       int     `json:"heads"`

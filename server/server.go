@@ -296,7 +296,7 @@ func (s *Server) check(r *http.Request) (int, string) {
 	}
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
 		if tok == "" {
-			return http.StatusUnauthorized, "missing access token: send it in the X-TinyGPT-Token header (tinygpt serve prints it)"
+			return http.StatusUnauthorized, "missing access token: send it in the X-TinyGPT-Token header, or as ?token= on a GET (tinygpt serve prints it)"
 		}
 		return http.StatusUnauthorized, "wrong access token"
 	}

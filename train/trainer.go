@@ -561,8 +561,8 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		}
 		if ro.SampleEvery > 0 && t.Step()%ro.SampleEvery == 0 && !last {
 			s, err := t.GenerateSample(ctx, "\n", 160, uint64(t.Step()))
-			if err != nil && ctx.Err() == nil {
-				return err
+			if err != nil && ctx.Err() == nil && !errors.Is(err, ErrOutputNotFinite) {
+				return err // (a model that cannot sample still trains and saves)
 			}
 			if err == nil {
 				emit(Event{Kind: "sample", Step: t.Step(), Text: s})
@@ -572,13 +572,13 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			// A stop during the final sample saves the last step at once, with the sample
 			// before it.
 			_, serr := t.GenerateSample(ctx, "\n", 300, uint64(t.Opts.Seed))
-			if serr != nil && ctx.Err() == nil {
+			if serr != nil && ctx.Err() == nil && !errors.Is(serr, ErrOutputNotFinite) {
 				return serr
 			}
 			if err := save(); err != nil {
 				return err
 			}
-			if serr != nil {
+			if serr != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
 		} else if t.Opts.CheckpointEvery > 0 && t.Step()%t.Opts.CheckpointEvery == 0 {

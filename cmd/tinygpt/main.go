@@ -109,6 +109,10 @@ func cmdHelp(args []string, e *env) error {
 		usage(e.stdout)
 		return nil
 	}
+	if args[0] == "version" {
+		fmt.Fprintln(e.stdout, "Usage: tinygpt version\n\nPrints the version of tinygpt.")
+		return nil
+	}
 	for _, c := range commands {
 		if c.name == args[0] {
 			return c.run([]string{"-h"}, &env{stdin: e.stdin, stdout: e.stdout, stderr: e.stdout})

@@ -265,7 +265,7 @@ func TestDivergenceWarning(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "train"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"help", "help"}, {"help", "train"}, {"help", "version"}, {"train", "-h"}, {"sample", "--help"}, {"bench", "-h"}} {
 		// Help asked for goes to standard output.
 		code, out, errOut := tinygpt(t, "", args...)
 		if code != 0 || !strings.Contains(out, "tinygpt") || errOut != "" {

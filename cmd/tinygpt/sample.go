@@ -85,7 +85,7 @@ to first token go to standard error. The model reads the last ctx bytes of the t
 	sw.Flush()
 	fmt.Fprintln(e.stdout)
 	if err != nil {
-		return err
+		return backendFailure(be, err, "") // a failed GPU's output is garbage: name the failure
 	}
 	el := time.Since(start)
 	if n > 0 {

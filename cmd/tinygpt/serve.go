@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,7 +70,16 @@ users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
 	fmt.Fprintf(e.stdout, "API token for scripts (header X-TinyGPT-Token): %s\n", srv.Token())
 	fmt.Fprintf(e.stdout, "Ctrl-C stops the server, saving a checkpoint of a running job.\n")
 	if *open {
-		openBrowser(e.stderr, url)
+		// The browser gets the address of a page in the data directory that redirects to the
+		// playground, as Jupyter does: the address with the token, given to the opener, would
+		// sit in the process list, where every user of the machine can read it.
+		page, err := writeOpenPage(*dir, url)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "could not open a browser (%v); open the address above yourself\n", err)
+		} else {
+			defer os.Remove(page)
+			openBrowser(e.stderr, fileURL(page), url)
+		}
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -160,17 +172,44 @@ func defaultDataDir() string {
 	return "tinygpt-data"
 }
 
-// openBrowser asks the desktop to open url; failures (no opener, or an opener that finds no
-// browser) are only reported, on w.
-func openBrowser(w io.Writer, url string) {
+// writeOpenPage writes dir/open.html, readable by the user only, a page that sends the browser
+// on to target, and returns its path.
+func writeOpenPage(dir, target string) (string, error) {
+	path := filepath.Join(dir, "open.html")
+	os.Remove(path) // a new file gets the mode below
+	t := html.EscapeString(target)
+	page := `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=` + t +
+		`"><title>TinyGPT playground</title><p><a href="` + t + `">Open the TinyGPT playground</a></p>` + "\n"
+	if err := os.WriteFile(path, []byte(page), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// fileURL returns the file: URL of path.
+func fileURL(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // C:/... on Windows
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}
+
+// openBrowser asks the desktop to open target; failures (no opener, or an opener that finds no
+// browser) are only reported, on w, naming the address to open instead.
+func openBrowser(w io.Writer, target, url string) {
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		cmd = exec.Command("open", target)
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", target)
 	default:
-		cmd = exec.Command("xdg-open", url)
+		cmd = exec.Command("xdg-open", target)
 	}
 	fail := func(err error) {
 		fmt.Fprintf(w, "could not open a browser (%s: %v); open %s yourself\n", cmd.Args[0], err, url)

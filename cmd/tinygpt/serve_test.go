@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -84,5 +85,30 @@ func TestBackendList(t *testing.T) {
 	}
 	if !cpuOK {
 		t.Errorf("the CPU backend is not listed as available: %+v", list)
+	}
+}
+
+// --open hands the browser a private page that redirects to the playground, not the address
+// with the token, which would show in the process list.
+func TestOpenPage(t *testing.T) {
+	dir := t.TempDir()
+	target := "http://127.0.0.1:8080/?token=abc&x=1"
+	path, err := writeOpenPage(dir, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `content="0;url=http://127.0.0.1:8080/?token=abc&amp;x=1"`) {
+		t.Errorf("page: %s", b)
+	}
+	if info, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && info.Mode().Perm() != 0o600) {
+		t.Errorf("page mode: %v, %v", info.Mode(), err)
+	}
+	u := fileURL(path)
+	if !strings.HasPrefix(u, "file:///") || strings.Contains(u, "token") || !strings.HasSuffix(u, "/open.html") {
+		t.Errorf("fileURL(%q) = %q", path, u)
 	}
 }

@@ -21,7 +21,7 @@ async function api(method, path, body, opts = {}) {
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!resp.ok) {
     let msg = (data && data.error) || `${resp.status} ${resp.statusText}`;
-    if (resp.status === 401) msg += ' (the server was restarted with another token: reload the page)';
+    if (resp.status === 401) msg += ' (the server has another token now: open the address that tinygpt serve printed)';
     throw new Error(msg);
   }
   return data;
