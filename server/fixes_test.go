@@ -470,3 +470,18 @@ func TestSettingsSizesAndCorpus(t *testing.T) {
 		t.Errorf("plan with an unknown corpus: %d %s", status, b)
 	}
 }
+
+// A model whose weights are finite but too large for float32 arithmetic: inspect is a 422 and
+// generation ends with the error line, instead of zero probabilities and NaN-driven text.
+func TestNonFiniteOutput(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	run := ts.importModel(craftModel(t, 16, 1, func(int) float32 { return 3e38 }))
+	status, b := ts.do("POST", "/api/runs/"+run.ID+"/inspect", "application/json", strings.NewReader(`{"text":"abc"}`))
+	if status != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte("not finite")) {
+		t.Errorf("inspect: %d %s", status, b)
+	}
+	status, b = ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", strings.NewReader(`{"prompt":"a","tokens":5}`))
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`{"error":"the model's output is not finite`)) || bytes.Contains(b, []byte(`"text"`)) {
+		t.Errorf("generate: %d %s", status, b)
+	}
+}

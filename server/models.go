@@ -445,11 +445,11 @@ func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 	for _, row := range top {
 		cs := make([]Candidate, len(row))
 		for i, c := range row {
-			p := c.Prob
-			if math.IsNaN(p) || math.IsInf(p, 0) {
-				p = 0
+			if math.IsNaN(c.Prob) || math.IsInf(c.Prob, 0) {
+				httpError(w, http.StatusUnprocessableEntity, "%v", train.ErrOutputNotFinite)
+				return
 			}
-			cs[i] = Candidate{Byte: int(c.Token), Text: byteText(byte(c.Token)), P: p}
+			cs[i] = Candidate{Byte: int(c.Token), Text: byteText(byte(c.Token)), P: c.Prob}
 		}
 		out.Top = append(out.Top, cs)
 	}
