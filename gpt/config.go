@@ -25,6 +25,13 @@ type Config struct {
 	DMlp   int // MLP hidden width, 4·DModel for every preset
 }
 
+// WithWidth returns c with embedding width d and what goes with a width in every preset: an MLP
+// 4·d wide and DefaultHeads(d) heads.
+func (c Config) WithWidth(d int) Config {
+	c.DModel, c.DMlp, c.Heads = d, 4*d, DefaultHeads(d)
+	return c
+}
+
 // DefaultHeads is the head count the original chose for a width: about 32 dimensions per head.
 func DefaultHeads(dModel int) int {
 	switch dModel {
@@ -107,7 +114,7 @@ type Preset struct {
 
 func preset(name string, layers, dModel, ctx, batch, steps int) Preset {
 	return Preset{Name: name, Batch: batch, Steps: steps,
-		Config: Config{Layers: layers, DModel: dModel, Heads: DefaultHeads(dModel), Ctx: ctx, DMlp: 4 * dModel}}
+		Config: Config{Layers: layers, Ctx: ctx}.WithWidth(dModel)}
 }
 
 // Presets are the original TinyGPT's model sizes, smallest first.

@@ -76,7 +76,7 @@ func (rs RunSettings) options() (train.Options, error) {
 		c.Layers = rs.Layers
 	}
 	if rs.DModel != 0 {
-		c.DModel, c.DMlp, c.Heads = rs.DModel, 4*rs.DModel, gpt.DefaultHeads(rs.DModel)
+		*c = c.WithWidth(rs.DModel)
 	}
 	if rs.Heads != 0 {
 		c.Heads = rs.Heads

@@ -499,7 +499,7 @@ func (s sizeFlags) apply(c *gpt.Config, set map[string]bool) (custom bool) {
 		c.Layers, custom = *s.layers, true
 	}
 	if set["d-model"] {
-		c.DModel, c.DMlp, c.Heads, custom = *s.dModel, 4**s.dModel, gpt.DefaultHeads(*s.dModel), true
+		*c, custom = c.WithWidth(*s.dModel), true
 	}
 	if set["heads"] {
 		c.Heads, custom = *s.heads, true
