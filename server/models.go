@@ -88,10 +88,8 @@ var errNonFinite = errors.New("the model's weights hold NaN or infinite values (
 
 // checkFinite returns errNonFinite if any weight is NaN or infinite.
 func checkFinite(w []float32) error {
-	for _, v := range w {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return errNonFinite
-		}
+	if !train.AllFinite(w) {
+		return errNonFinite
 	}
 	return nil
 }
