@@ -106,13 +106,14 @@ func loadDir(root, glob string) (Corpus, error) {
 	// WalkDir does not follow links: walk the folder a linked root names. Links inside it are
 	// followed to files outside the folder (one inside is read as itself), not to folders
 	// (which could loop).
+	realDir, realErr := filepath.EvalSymlinks(root)
 	dir := root
 	if info, err := os.Lstat(root); err == nil && info.Mode()&fs.ModeSymlink != 0 {
-		if dir, err = filepath.EvalSymlinks(root); err != nil {
-			return Corpus{}, fmt.Errorf("corpus: %w", err)
+		if realErr != nil {
+			return Corpus{}, fmt.Errorf("corpus: %w", realErr)
 		}
+		dir = realDir
 	}
-	realDir, realErr := filepath.EvalSymlinks(dir)
 	inside := func(p string) bool { // whether the resolved path p lies in the folder
 		rel, err := filepath.Rel(realDir, p)
 		return realErr == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
