@@ -51,10 +51,12 @@ func BenchmarkMatMul(b *testing.B) {
 
 // BenchmarkAttention times attention's forward and backward passes (all their dispatches)
 // at the shapes of the large, xl and huge presets (batch, context, width, heads), many per
-// submit, in microseconds per pass.
+// submit, in microseconds per pass. Two more shapes take large's apart: one sequence (12
+// workgroups: how long one workgroup's walk over 128 rows lasts) and a context of 32 (one
+// tile: what a pass costs besides its walk).
 func BenchmarkAttention(b *testing.B) {
 	g := openGPU(b)
-	for _, s := range [][4]int{{12, 128, 192, 6}, {8, 128, 256, 8}, {8, 256, 256, 8}} {
+	for _, s := range [][4]int{{12, 128, 192, 6}, {8, 128, 256, 8}, {8, 256, 256, 8}, {1, 128, 192, 6}, {12, 32, 192, 6}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
 		qkv, out, dout, dqkv, lse := g.Alloc(3*n), g.Alloc(n), g.Alloc(n), g.Alloc(3*n), g.Alloc(B*NH*T)
