@@ -328,6 +328,12 @@ func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
 			be.fail(fmt.Errorf("kernel %s: tensor %d is released or was never allocated", k.Name, i))
 			return
 		}
+		if t.off%backend.SliceAlign != 0 {
+			// Devices may require binding offsets aligned to up to 256 bytes (Metal does):
+			// a kernel must never be handed a view that starts elsewhere (Copy widens its own).
+			be.fail(fmt.Errorf("kernel %s: tensor %d is a view at element %d, not a multiple of %d", k.Name, i, t.off, backend.SliceAlign))
+			return
+		}
 		binds[i] = t.bind()
 		for j, u := range ts[:i] {
 			// Every binding is read_write: WebGPU forbids two that overlap (real drivers read
@@ -560,9 +566,16 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 	d, s := ten(dst), ten(src)
 	for _, dp := range d.pieces(0, n) {
 		for _, sp := range s.pieces(dp.at, dp.t.n) {
-			for o := 0; o < sp.t.n; o += be.window {
+			for o := 0; o < sp.t.n; {
+				// A view may start anywhere (the decoder writes one row of its cache): it is
+				// bound from the SliceAlign boundary below its start, which every device
+				// accepts, and the kernel is told where in the binding it begins.
 				w := min(be.window, sp.t.n-o)
-				be.elementwise("copy", []uint32{uint32(w)}, dp.t.view(sp.at+o, w), sp.t.view(o, w), nil, w)
+				xs, ys := dp.t.view(sp.at+o, w).off%backend.SliceAlign, sp.t.view(o, w).off%backend.SliceAlign
+				w = min(w, be.window-max(xs, ys))
+				x, y := dp.t.view(sp.at+o-xs, w+xs), sp.t.view(o-ys, w+ys)
+				be.elementwise("copy", []uint32{uint32(w), 0, 0, 0, 0, 0, 0, uint32(xs), uint32(ys)}, x, y, nil, w)
+				o += w
 			}
 		}
 	}

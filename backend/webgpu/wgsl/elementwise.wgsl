@@ -11,6 +11,8 @@ struct Params {
     p: f32,      // dropout probability
     seedLo: u32, // dropout seed, low and high 32 bits
     seedHi: u32,
+    xOff: u32,   // copy: where the destination starts in x and the source in y (Copy binds a
+    yOff: u32,   // view from the aligned offset at or below its start)
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
@@ -32,11 +34,11 @@ fn zero(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n
     }
 }
 
-// x = y
+// x = y, from xOff and yOff on
 @compute @workgroup_size(256)
 fn copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     for (var i = id.x; i < prm.n; i += stride(nwg)) {
-        x[i] = y[i];
+        x[prm.xOff + i] = y[prm.yOff + i];
     }
 }
 
