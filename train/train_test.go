@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"tinygpt/backend"
 	"tinygpt/backend/cpu"
 	"tinygpt/data"
 	"tinygpt/format"
@@ -399,5 +400,57 @@ func TestGenerateRefusesNonFiniteOutput(t *testing.T) {
 	out, err := Generate(m, []byte("ab"), 5, gpt.Sampling{Temperature: 0.8, TopK: 40}, 1, nil)
 	if !errors.Is(err, ErrOutputNotFinite) || len(out) != 0 {
 		t.Errorf("Generate with huge weights: %q, %v", out, err)
+	}
+}
+
+// failingDecode is the CPU backend with a decoder that fails as a GPU's may: after the first
+// decoding step its error is set and what is read back is NaN.
+type failingDecode struct {
+	*cpu.Backend
+	err error
+}
+
+func (f *failingDecode) AttentionDecode(out, qkv, cache backend.Tensor, pos, C, NH int) {
+	f.err = errors.New("decoding kernel failed")
+}
+
+func (f *failingDecode) Err() error { return f.err }
+
+func (f *failingDecode) Download(dst []float32, t backend.Tensor, off int) {
+	if f.err != nil {
+		for i := range dst {
+			dst[i] = float32(math.NaN())
+		}
+		return
+	}
+	f.Backend.Download(dst, t, off)
+}
+
+// A final sample that fails on the backend leaves the finished run saved (its state is read
+// before the sample), says what failed rather than blaming the model's output, and a failed
+// backend's garbage never replaces a checkpoint.
+func TestRunSavesWhenFinalSampleFails(t *testing.T) {
+	o := smallOptions()
+	o.Steps = 3
+	o.CheckpointEvery = 0
+	be := &failingDecode{Backend: cpu.New()}
+	tr, err := New(be, o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	err = tr.Run(context.Background(), RunOptions{Out: path})
+	if err == nil || !strings.Contains(err.Error(), "decoding kernel failed") || errors.Is(err, ErrOutputNotFinite) {
+		t.Fatalf("Run returned %v, want the backend's error", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil || int(f.Step) != o.Steps {
+		t.Fatalf("after the failed sample: %v, step %d", err, f.Step)
+	}
+	if !AllFinite(f.Weights) || !AllFinite(f.M) || !AllFinite(f.V) {
+		t.Errorf("the saved state is not finite")
+	}
+	if _, err := tr.File("cpu"); err == nil || !strings.Contains(err.Error(), "decoding kernel failed") {
+		t.Errorf("File after the backend failed: %v, want its error", err)
 	}
 }
