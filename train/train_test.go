@@ -90,7 +90,7 @@ func TestResumeIsExact(t *testing.T) {
 		}
 		want = append(want, r.Loss)
 	}
-	wantVal, _ := straight.ValLoss()
+	wantVal, _ := straight.ValLoss(context.Background())
 
 	first, _ := New(cpu.New(), o, corpus)
 	for first.Step() < o.Steps/2 {
@@ -133,7 +133,7 @@ func TestResumeIsExact(t *testing.T) {
 			t.Fatalf("step %d: resumed loss %v, straight %v", i+1, got[i], want[i])
 		}
 	}
-	if v, _ := resumed.ValLoss(); v != wantVal {
+	if v, _ := resumed.ValLoss(context.Background()); v != wantVal {
 		t.Errorf("validation loss %v after resuming, %v straight", v, wantVal)
 	}
 	a, b := straight.Model.Weights(), resumed.Model.Weights()
@@ -452,5 +452,32 @@ func TestRunSavesWhenFinalSampleFails(t *testing.T) {
 	}
 	if _, err := tr.File("cpu"); err == nil || !strings.Contains(err.Error(), "decoding kernel failed") {
 		t.Errorf("File after the backend failed: %v, want its error", err)
+	}
+}
+
+// A stop during an evaluation (which can take minutes on a software GPU) saves the step at
+// once, without the evaluation.
+func TestRunCancelDuringEvaluation(t *testing.T) {
+	o := smallOptions()
+	o.EvalBatches = 1 << 20 // far longer than the test may wait
+	tr, _ := New(cpu.New(), o, testCorpus(2000))
+	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	ctx, cancel := context.WithCancel(context.Background())
+	err := tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
+		if e.Kind == "step" && e.Step == o.EvalEvery {
+			cancel() // its evaluation comes next
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil || int(f.Step) != o.EvalEvery {
+		t.Fatalf("after cancel: %v, step %d", err, f.Step)
+	}
+	for _, p := range f.Header.LossHistory {
+		if p.Val != nil {
+			t.Errorf("the cancelled evaluation was recorded: %+v", p)
+		}
 	}
 }

@@ -302,9 +302,10 @@ func round4(x float64) *float64 {
 }
 
 // Evaluate returns the mean loss over the validation batches (the same windows every time) and
-// records it in the history and the best-validation mark.
-func (t *Trainer) Evaluate() (float64, error) {
-	loss, err := t.ValLoss()
+// records it in the history and the best-validation mark. It stops with ctx's error, recording
+// nothing, when ctx is cancelled (an evaluation can take minutes on a software GPU).
+func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
+	loss, err := t.ValLoss(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -325,10 +326,14 @@ func (t *Trainer) Evaluate() (float64, error) {
 	return loss, nil
 }
 
-// ValLoss is the mean loss over Opts.EvalBatches validation batches, without recording it.
-func (t *Trainer) ValLoss() (float64, error) {
+// ValLoss is the mean loss over Opts.EvalBatches validation batches, without recording it. It
+// stops with ctx's error when ctx is cancelled.
+func (t *Trainer) ValLoss(ctx context.Context) (float64, error) {
 	var sum float64
 	for i := 0; i < t.Opts.EvalBatches; i++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		t.Split.ValBatch(uint64(t.Opts.Seed), i, t.Opts.Batch, t.inputs, t.targets)
 		l, err := t.Model.Forward(gpt.Batch{B: t.Opts.Batch, T: t.Opts.Model.Ctx, Inputs: t.inputs, Targets: t.targets})
 		if err != nil {
@@ -565,8 +570,14 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			MsPerStep: sec * 1e3, TokensPerS: tokens / sec, ETA: ema * float64(t.Opts.Steps-r.Step), Duration: r.Duration})
 		last := t.Step() == t.Opts.Steps
 		if (t.Opts.EvalEvery > 0 && t.Step()%t.Opts.EvalEvery == 0) || last {
-			v, err := t.Evaluate()
+			v, err := t.Evaluate(ctx)
 			if err != nil {
+				if ctx.Err() != nil { // stopped during the evaluation: the step is saved without it
+					if err := save(nil); err != nil {
+						return err
+					}
+					return ctx.Err()
+				}
 				return err
 			}
 			emit(Event{Kind: "eval", Step: t.Step(), Loss: r.Loss, Val: v, BestVal: t.Best.Loss})

@@ -1,6 +1,7 @@
 package webgpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -129,7 +130,7 @@ func TestOverfitGateGPU(t *testing.T) {
 	if !(last < 0.5) {
 		t.Errorf("after %d steps the loss is %.4f, want < 0.5", o.Steps, last)
 	}
-	v, err := tr.Evaluate()
+	v, err := tr.Evaluate(context.Background())
 	if err != nil || math.IsNaN(v) {
 		t.Fatalf("validation on the GPU: %v, %v", v, err)
 	}

@@ -350,7 +350,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(e.stdout, "stopping: the checkpoint is saved after this step")
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
 	saved := 0 // the step the checkpoint at *out holds, for the hint after a failure
@@ -388,6 +388,28 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	}
 	fmt.Fprintf(e.stdout, "\nsaved %s\n\nsample:\n%s\n", *out, safeText(t.Sample))
 	return nil
+}
+
+// interruptible returns a context that the first Ctrl-C (or SIGTERM) cancels, saying so on w
+// with what happens next; a second one ends the process at once, as it would without us. stop
+// releases the signals.
+func interruptible(w io.Writer, what string) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sig:
+			signal.Stop(sig) // the next signal takes its default action
+			fmt.Fprintf(w, "\n%s (Ctrl-C again quits at once, without saving)\n", what)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		cancel()
+	}
 }
 
 // resumeHint is the command that continues a run saved in out: with the run's --data (and
