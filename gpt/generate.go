@@ -84,7 +84,7 @@ func (g *Generator) Push(t int32) ([]float32, error) {
 // workspace (the cache) and the last position's logits in g.logits.
 func (g *Generator) prefill() {
 	n := len(g.window)
-	g.m.forward(g.ws, Batch{B: 1, T: n, Inputs: g.window}, 0, 0)
+	g.m.forward(g.ws, Batch{B: 1, T: n, Inputs: g.window}, 0, 0, false)
 	g.m.be.Download(g.logits, g.ws.logits, (n-1)*Vocab)
 	g.cached = n
 }
@@ -124,7 +124,7 @@ func (m *Model) NextLogitsUncached(text []int32) []float32 {
 		text = text[len(text)-m.Config.Ctx:]
 	}
 	ws := m.workspaceFor(1, m.Config.Ctx, false)
-	m.forward(ws, Batch{B: 1, T: len(text), Inputs: text}, 0, 0)
+	m.forward(ws, Batch{B: 1, T: len(text), Inputs: text}, 0, 0, false)
 	out := make([]float32, Vocab)
 	m.be.Download(out, ws.logits, (len(text)-1)*Vocab)
 	return out

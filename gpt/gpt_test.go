@@ -101,6 +101,48 @@ func TestRandomInitLoss(t *testing.T) {
 	}
 }
 
+// An inference pass of the training shape (an evaluation between steps) runs in the training
+// workspace: its loss is the same as in a workspace of its own, the gradients of the step
+// before it are untouched, and a Backward after it (whose activations it replaced) is refused.
+func TestEvalSharesTrainingWorkspace(t *testing.T) {
+	p, _ := gpt.PresetByName("tiny")
+	b := gpt.Batch{B: 4, T: p.Ctx}
+	for i := 0; i < b.B*b.T; i++ {
+		b.Inputs = append(b.Inputs, int32(i*31%256))
+		b.Targets = append(b.Targets, int32(i*17%256))
+	}
+	w := gpt.InitWeights(p.Config, 1)
+	alone, _ := gpt.New(cpu.New(), p.Config)
+	alone.SetWeights(w)
+	want, _ := alone.Forward(b)
+
+	m, _ := gpt.New(cpu.New(), p.Config)
+	m.SetWeights(w)
+	if _, err := m.TrainForward(b, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(); err != nil {
+		t.Fatal(err)
+	}
+	grads := m.Grads()
+	if got, _ := m.Forward(b); got != want {
+		t.Errorf("loss in the training workspace %v, alone %v", got, want)
+	}
+	for i, g := range m.Grads() {
+		if g != grads[i] {
+			t.Fatalf("gradient %d changed by the inference pass", i)
+		}
+	}
+	m.TrainForward(b, 0, 1)
+	m.Forward(b)
+	if err := m.Backward(); err == nil {
+		t.Errorf("Backward after an inference pass in its workspace was not refused")
+	}
+	if l := m.TrainLoss(); !math.IsNaN(l) {
+		t.Errorf("TrainLoss after an inference pass in its workspace: %v, want NaN", l)
+	}
+}
+
 func trainedTinyModel(t *testing.T) *gpt.Model {
 	t.Helper()
 	c := gpt.Config{Layers: 2, DModel: 32, Heads: 2, Ctx: 16, DMlp: 128}
@@ -315,7 +357,8 @@ func TestOriginalFiles(t *testing.T) {
 // unchanged, and the flat tensor has Wq's row r, then Wk's, then Wv's, side by side.
 func TestFlatLayoutQKV(t *testing.T) {
 	c := gpt.Config{Layers: 2, DModel: 24, Heads: 3, Ctx: 8, DMlp: 96}
-	m, err := gpt.New(cpu.New(), c)
+	be := cpu.New()
+	m, err := gpt.New(be, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +374,8 @@ func TestFlatLayoutQKV(t *testing.T) {
 			t.Fatalf("weight %d came back as %v, want %v", i, v, w[i])
 		}
 	}
-	flat, _ := m.ToFlat(w)
+	flat := make([]float32, m.FlatSize()) // as the backend holds them
+	be.Download(flat, m.WeightsTensor(), 0)
 	ps := m.Params
 	found := false
 	for i, p := range ps {

@@ -54,50 +54,50 @@ func (m *Model) WeightsTensor() backend.Tensor { return m.w }
 func (m *Model) GradsTensor() backend.Tensor { return m.g }
 
 // SetWeights loads weights given in file layout (Config.NumParams values in ParamTable order).
-func (m *Model) SetWeights(w []float32) error {
-	return m.upload(m.w, w)
-}
+func (m *Model) SetWeights(w []float32) error { return m.Upload(m.w, w) }
 
 // Weights returns the weights in file layout.
-func (m *Model) Weights() []float32 { return m.download(m.w) }
+func (m *Model) Weights() []float32 { return m.Download(m.w) }
 
 // Grads returns the gradients of the last Backward in file layout.
-func (m *Model) Grads() []float32 { return m.download(m.g) }
+func (m *Model) Grads() []float32 { return m.Download(m.g) }
 
-// ToFlat converts a file-layout vector to the flat (padded) layout used on the backend.
-func (m *Model) ToFlat(w []float32) ([]float32, error) {
+// moveChunk is how many flat elements Upload and Download move at a time (4 MB, a multiple of
+// backend.SliceAlign): a checkpoint of a large model then holds its file-layout copy and one
+// chunk, not a second whole copy in the flat layout besides. (A variable for tests.)
+var moveChunk = 1 << 20
+
+// Upload loads w, Config.NumParams values in file layout, into t, a tensor of the model's flat
+// parameter layout (the weights, or an optimizer moment).
+func (m *Model) Upload(t backend.Tensor, w []float32) error {
 	if len(w) != m.Config.NumParams() {
-		return nil, fmt.Errorf("have %d values, model %s needs %d", len(w), m.Config, m.Config.NumParams())
+		return fmt.Errorf("have %d values, model %s needs %d", len(w), m.Config, m.Config.NumParams())
 	}
-	flat := make([]float32, m.flatSize)
-	for _, p := range m.Params {
-		p.toFlat(flat, w)
+	buf := make([]float32, min(m.flatSize, moveChunk))
+	for lo := 0; lo < m.flatSize; lo += len(buf) {
+		part := buf[:min(len(buf), m.flatSize-lo)]
+		clear(part) // the padding between parameters
+		for _, p := range m.Params {
+			p.runs(lo, lo+len(part), func(file, flat, n int) { copy(part[flat-lo:flat-lo+n], w[file:]) })
+		}
+		m.be.Upload(m.be.Slice(t, lo, len(part)), part)
 	}
-	return flat, nil
-}
-
-// FromFlat converts the flat layout back to the file layout.
-func (m *Model) FromFlat(flat []float32) []float32 {
-	w := make([]float32, m.Config.NumParams())
-	for _, p := range m.Params {
-		p.fromFlat(w, flat)
-	}
-	return w
-}
-
-func (m *Model) upload(t backend.Tensor, w []float32) error {
-	flat, err := m.ToFlat(w)
-	if err != nil {
-		return err
-	}
-	m.be.Upload(t, flat)
 	return nil
 }
 
-func (m *Model) download(t backend.Tensor) []float32 {
-	flat := make([]float32, m.flatSize)
-	m.be.Download(flat, t, 0)
-	return m.FromFlat(flat)
+// Download returns t, a tensor of the model's flat parameter layout (the weights, their
+// gradients, an optimizer moment), in file layout.
+func (m *Model) Download(t backend.Tensor) []float32 {
+	w := make([]float32, m.Config.NumParams())
+	buf := make([]float32, min(m.flatSize, moveChunk))
+	for lo := 0; lo < m.flatSize; lo += len(buf) {
+		part := buf[:min(len(buf), m.flatSize-lo)]
+		m.be.Download(part, t, lo)
+		for _, p := range m.Params {
+			p.runs(lo, lo+len(part), func(file, flat, n int) { copy(w[file:file+n], part[flat-lo:]) })
+		}
+	}
+	return w
 }
 
 // workspace holds the activations of one forward pass of B sequences of up to T tokens, and
@@ -169,14 +169,20 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 	return ws
 }
 
-// workspaceFor returns a workspace of exactly B×T (training) or at least B×T (inference),
-// allocating one the first time a shape is seen.
+// workspaceFor returns a workspace of B×T for a training pass (train) or an inference one,
+// allocating one the first time a shape is seen. An inference pass of the training shape (an
+// evaluation between steps) runs in the training workspace, whose activations it replaces:
+// a Backward after it is refused, and TrainLoss has nothing to read.
 func (m *Model) workspaceFor(B, T int, train bool) *workspace {
 	if train {
 		if m.train == nil || m.train.B != B || m.train.T != T {
 			m.train = m.newWorkspace(B, T, true)
 		}
 		return m.train
+	}
+	if ws := m.train; ws != nil && ws.B == B && ws.T == T {
+		ws.ran, ws.hasLoss = false, false
+		return ws
 	}
 	for _, ws := range m.evals {
 		if ws.B == B && ws.T == T {
@@ -202,7 +208,7 @@ func (m *Model) Forward(batch Batch) (float64, error) {
 		return 0, err
 	}
 	ws := m.workspaceFor(batch.B, batch.T, false)
-	m.forward(ws, batch, 0, 0)
+	m.forward(ws, batch, 0, 0, false)
 	if batch.Targets == nil {
 		return math.NaN(), nil
 	}
@@ -217,7 +223,7 @@ func (m *Model) Logits(batch Batch) ([]float32, error) {
 		return nil, err
 	}
 	ws := m.workspaceFor(batch.B, batch.T, false)
-	m.forward(ws, batch, 0, 0)
+	m.forward(ws, batch, 0, 0, false)
 	out := make([]float32, batch.B*batch.T*Vocab)
 	m.be.Download(out, ws.logits, 0)
 	return out, nil
@@ -244,7 +250,7 @@ func (m *Model) RecordTrainForward(batch Batch, p float32, seed uint64) error {
 		return fmt.Errorf("training batch has no targets")
 	}
 	ws := m.workspaceFor(batch.B, batch.T, true)
-	m.forward(ws, batch, p, seed)
+	m.forward(ws, batch, p, seed, true)
 	ws.ran, ws.hasLoss = true, true
 	return nil
 }
@@ -316,9 +322,10 @@ func (m *Model) linear(out, in, w, b backend.Tensor, N, IC, OC int) {
 	m.be.Linear(out, nil, in, w, b, N, IC, OC)
 }
 
-// forward is the network, one block after another. With a training workspace the cross-entropy
-// also leaves the logits' gradient (scaled for the mean loss) in ws.logits.
-func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
+// forward is the network, one block after another. With grad (a training pass, in a training
+// workspace) the cross-entropy also leaves the logits' gradient (scaled for the mean loss) in
+// ws.logits.
+func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64, grad bool) {
 	be, c := m.be, m.Config
 	B, T, C, NH, F := batch.B, batch.T, c.DModel, c.Heads, c.DMlp
 	N := B * T
@@ -352,7 +359,7 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64) {
 	be.MatMul(ws.logits, ws.lnf, w.wte, N, Vocab, C, backend.NT, false)
 	if batch.Targets != nil {
 		var dlogits backend.Tensor
-		if ws.train {
+		if grad {
 			dlogits = ws.logits
 		}
 		be.CrossEntropy(ws.losses, dlogits, ws.logits, ws.targets, N, Vocab, 1/float32(N))

@@ -140,29 +140,19 @@ func alignUp(n int) int {
 	return (n + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
 }
 
-// toFlat copies p from the file-layout weights w into flat.
-func (p Param) toFlat(flat, w []float32) {
-	src := w[p.FileOffset : p.FileOffset+p.Size]
-	if p.Stride == 0 {
-		copy(flat[p.Offset:], src)
-		return
+// runs calls f(file, flat, n) for each run of n of p's elements that are consecutive both in
+// the file layout (from element file) and in the flat one (from element flat), limited to the
+// flat elements [lo, hi): the whole parameter, or each row of a column block.
+func (p Param) runs(lo, hi int, f func(file, flat, n int)) {
+	rows, cols, stride := 1, p.Size, 0
+	if p.Stride != 0 {
+		rows, cols, stride = p.Shape[0], p.Shape[1], p.Stride
 	}
-	cols := p.Shape[1]
-	for r := range p.Shape[0] {
-		copy(flat[p.Offset+r*p.Stride:][:cols], src[r*cols:])
-	}
-}
-
-// fromFlat copies p from flat into the file-layout weights w.
-func (p Param) fromFlat(w, flat []float32) {
-	dst := w[p.FileOffset : p.FileOffset+p.Size]
-	if p.Stride == 0 {
-		copy(dst, flat[p.Offset:p.Offset+p.Size])
-		return
-	}
-	cols := p.Shape[1]
-	for r := range p.Shape[0] {
-		copy(dst[r*cols:(r+1)*cols], flat[p.Offset+r*p.Stride:])
+	for r := range rows {
+		a := p.Offset + r*stride
+		if s, e := max(a, lo), min(a+cols, hi); s < e {
+			f(p.FileOffset+r*cols+s-a, s, e-s)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"tinygpt/backend/cpu"
 )
 
 // For a backend that stores long tensors in pieces, the flat layout keeps every parameter
@@ -54,5 +56,54 @@ func TestMemoryEstimateCountsAttentionScratch(t *testing.T) {
 	}
 	if got := MemoryEstimate(c, 1, c.Ctx, true); got < 2*scores {
 		t.Errorf("training at ctx %d: estimate %d bytes, below the scores and their gradient's %d", c.Ctx, got, 2*scores)
+	}
+}
+
+// Upload and Download move a model's flat tensors a chunk at a time: with chunks far shorter
+// than the parameters (so that rows of the q, k and v column blocks and whole parameters
+// straddle chunk ends), values go out and come back unchanged, and the padding between
+// parameters is zero.
+func TestMoveInChunks(t *testing.T) {
+	defer func(n int) { moveChunk = n }(moveChunk)
+	c := Config{Layers: 2, DModel: 24, Heads: 3, Ctx: 8, DMlp: 96}
+	for _, chunk := range []int{64, 192, 1 << 20} {
+		moveChunk = chunk
+		be := cpu.New()
+		m, err := New(be, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ones := make([]float32, m.FlatSize())
+		for i := range ones {
+			ones[i] = 1
+		}
+		be.Upload(m.WeightsTensor(), ones) // so that padding left as it was shows
+		w := make([]float32, c.NumParams())
+		for i := range w {
+			w[i] = float32(i + 2)
+		}
+		if err := m.SetWeights(w); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range m.Weights() {
+			if v != w[i] {
+				t.Fatalf("chunks of %d: weight %d came back as %v, want %v", chunk, i, v, w[i])
+			}
+		}
+		flat := make([]float32, m.FlatSize())
+		be.Download(flat, m.WeightsTensor(), 0)
+		used := make([]bool, len(flat))
+		for _, p := range m.Params {
+			p.runs(0, len(flat), func(file, at, n int) {
+				for k := range n {
+					used[at+k] = true
+				}
+			})
+		}
+		for i, v := range flat {
+			if !used[i] && v != 0 {
+				t.Fatalf("chunks of %d: padding element %d is %v", chunk, i, v)
+			}
+		}
 	}
 }

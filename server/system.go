@@ -122,7 +122,7 @@ type Estimate struct {
 // estimate predicts the time of a run from the calibrated speed: FLOPs per step over achieved
 // FLOP/s, plus the validation passes.
 func (s *Server) estimate(c gpt.Config, batch, steps, evalEvery, evalBatches int) Estimate {
-	e := Estimate{Params: c.NumParams(), MemoryBytes: gpt.MemoryEstimate(c, batch, c.Ctx, true)}
+	e := Estimate{Params: c.NumParams(), MemoryBytes: train.TrainMemory(c, batch)}
 	gf, err := s.speed()
 	if err != nil || gf <= 0 {
 		e.Calibration = "no estimate: " + fmt.Sprint(err)

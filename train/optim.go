@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"math"
 
 	"tinygpt/backend"
@@ -65,27 +66,18 @@ func (o *Optimizer) SetMoments(m, v []float32) error {
 		o.be.Zero(o.V, o.m.FlatSize())
 		return nil
 	}
-	fm, err := o.m.ToFlat(m)
-	if err != nil {
+	if len(v) != len(m) {
+		return fmt.Errorf("moments of %d and %d values", len(m), len(v))
+	}
+	if err := o.m.Upload(o.M, m); err != nil {
 		return err
 	}
-	fv, err := o.m.ToFlat(v)
-	if err != nil {
-		return err
-	}
-	o.be.Upload(o.M, fm)
-	o.be.Upload(o.V, fv)
-	return nil
+	return o.m.Upload(o.V, v)
 }
 
 // Moments returns the moments in file layout.
 func (o *Optimizer) Moments() (m, v []float32) {
-	flat := make([]float32, o.m.FlatSize())
-	o.be.Download(flat, o.M, 0)
-	m = o.m.FromFlat(flat)
-	o.be.Download(flat, o.V, 0)
-	v = o.m.FromFlat(flat)
-	return m, v
+	return o.m.Download(o.M), o.m.Download(o.V)
 }
 
 // Update applies one AdamW step with learning rate lr to the model's weights from its

@@ -221,8 +221,14 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 }
 
 func checkTrainMemory(o Options) error {
-	need := gpt.MemoryEstimate(o.Model, o.Batch, o.Model.Ctx, true)
-	return gpt.CheckMemory(need, fmt.Sprintf("training %s with batch %d", o.Model, o.Batch))
+	return gpt.CheckMemory(TrainMemory(o.Model, o.Batch), fmt.Sprintf("training %s with batch %d", o.Model, o.Batch))
+}
+
+// TrainMemory is the number of bytes training a model of shape c with batch sequences needs:
+// the backend's (gpt.MemoryEstimate) and, while a checkpoint is written (or a file resumed
+// from is loaded), the host's copy of the weights and both AdamW moments.
+func TrainMemory(c gpt.Config, batch int) int64 {
+	return gpt.MemoryEstimate(c, batch, c.Ctx, true) + 12*int64(c.NumParams())
 }
 
 // CorpusStored reports whether checkpoints hold the corpus (so --resume needs no --data).
