@@ -88,6 +88,7 @@ func TestBackendWebGPURefusesWideHeads(t *testing.T) {
 		append([]string{"train", "--data", corpus, "--steps", "1", "--out", filepath.Join(dir, "g.tinygpt"), "--backend", "webgpu"}, shape...),
 		{"sample", "--model", model, "--tokens", "5", "--backend", "webgpu"},
 		{"eval", "--model", model, "--backend", "webgpu"},
+		append([]string{"bench", "--steps", "1", "--warmup", "0", "--backend", "webgpu"}, shape...),
 	} {
 		code, _, errOut := tinygpt(t, "", args...)
 		if code != 1 || !strings.Contains(errOut, want) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tinygpt/backend"
+	"tinygpt/backend/webgpu"
 	"tinygpt/data"
 	"tinygpt/format"
 	"tinygpt/gpt"
@@ -362,7 +363,7 @@ that --presets names (default small) changed by them.`)
 		}
 	}
 	// auto decides by the largest preset of the list; a preset too large for the GPU's
-	// buffers fails on its own row.
+	// buffers is refused on its own row.
 	var work workload
 	for _, p := range list {
 		work.flops = max(work.flops, trainLoad(p.Config, p.Batch).flops)
@@ -383,6 +384,11 @@ that --presets names (default small) changed by them.`)
 	}
 	enc := json.NewEncoder(e.stdout)
 	for _, p := range list {
+		if g, ok := be.(*webgpu.Backend); ok {
+			if err := fits(g, trainLoad(p.Config, p.Batch)); err != nil {
+				return fmt.Errorf("%s: --backend webgpu: %w; use --backend cpu", p.Name, err)
+			}
+		}
 		r, err := train.Bench(be, p, *warmup, *steps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err, ""))
