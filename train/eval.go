@@ -60,8 +60,9 @@ type BenchResult struct {
 	// DecodeTokensPerS is the speed of KV-cached generation, one token at a time, while the
 	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
 	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
-	// PeakRSSMB is the process's peak resident memory after the run, in MB (0 where the system
-	// does not say); run one preset per process to read it as that preset's.
+	// PeakRSSMB is the peak resident memory of the run, in MB (0 where the system does not
+	// say): on Linux from the start of this Bench call; elsewhere the whole process's, so run
+	// one preset per process to read it as that preset's.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// Profile is the backend's own account of the timed steps, where it keeps one (the
 	// WebGPU backend: dispatches, submits and waits per step).
@@ -83,6 +84,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	if err := gpt.CheckMemory(gpt.MemoryEstimate(p.Config, p.Batch, p.Ctx, true), "preset "+p.Name); err != nil {
 		return BenchResult{}, err
 	}
+	resetPeakRSS() // not the presets' before
 	m, err := gpt.New(be, p.Config)
 	if err != nil {
 		return BenchResult{}, err

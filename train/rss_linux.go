@@ -3,8 +3,17 @@ package train
 import (
 	"bytes"
 	"os"
+	"runtime/debug"
 	"strconv"
 )
+
+// resetPeakRSS starts a new peak: what the program has freed goes back to the system, and the
+// high-water mark is set to the memory in use now (writing 5 to clear_refs; where that is not
+// allowed, peakRSS stays the whole process's).
+func resetPeakRSS() {
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
 
 // peakRSS returns the process's peak resident set size in bytes, or 0 if unknown. It reads
 // VmHWM, the high-water mark of this program's memory: getrusage's maxrss would also count
