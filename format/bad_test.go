@@ -130,7 +130,7 @@ func TestDecodeBadInput(t *testing.T) {
 			if f != nil {
 				t.Errorf("Decode returned a File with its error")
 			}
-			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "tinygpt: ") {
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "format: ") {
 				t.Errorf("error %q\nwant it to contain %q", err, tt.want)
 			}
 			var fe *FormatError
@@ -181,7 +181,7 @@ func TestReadAndReadFile(t *testing.T) {
 	}
 	_, err = ReadFile(path)
 	var fe *FormatError
-	if err == nil || !strings.HasPrefix(err.Error(), path+": tinygpt: ") || !errors.As(err, &fe) {
+	if err == nil || !strings.HasPrefix(err.Error(), path+": format: ") || !errors.As(err, &fe) {
 		t.Errorf("ReadFile of a cut file: %v", err)
 	}
 	if _, err := ReadFile(filepath.Join(dir, "missing.tinygpt")); !errors.Is(err, os.ErrNotExist) {

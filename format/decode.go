@@ -19,12 +19,12 @@ type FormatError struct {
 	Err error  // the underlying error, if any (from encoding/json)
 }
 
-// Error returns the message, prefixed with "tinygpt: ".
+// Error returns the message, prefixed with "format: ".
 func (e *FormatError) Error() string {
 	if e.Err != nil {
-		return "tinygpt: " + e.Msg + ": " + e.Err.Error()
+		return "format: " + e.Msg + ": " + e.Err.Error()
 	}
-	return "tinygpt: " + e.Msg
+	return "format: " + e.Msg
 }
 
 // Unwrap returns the underlying error, if any.
@@ -234,7 +234,7 @@ func humanBytes(n uint64) string {
 func Read(r io.Reader) (*File, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, fmt.Errorf("tinygpt: reading: %w", err)
+		return nil, fmt.Errorf("format: reading: %w", err)
 	}
 	return Decode(data)
 }

@@ -29,19 +29,19 @@ type encoding struct {
 // prepare checks f and builds the header it will be written with.
 func prepare(f *File) (*encoding, error) {
 	if f == nil {
-		return nil, errors.New("tinygpt: encode: nil File")
+		return nil, errors.New("format: encode: nil File")
 	}
 	h := f.Header // a copy; f is not modified
 	c := h.Config
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("tinygpt: encode: %w", err)
+		return nil, fmt.Errorf("format: encode: %w", err)
 	}
 	p := ParamCount(c)
 	if p == 0 {
-		return nil, fmt.Errorf("tinygpt: encode: config too large for this platform")
+		return nil, fmt.Errorf("format: encode: config too large for this platform")
 	}
 	if len(f.Weights) != p {
-		return nil, fmt.Errorf("tinygpt: encode: %d weights, config needs %d", len(f.Weights), p)
+		return nil, fmt.Errorf("format: encode: %d weights, config needs %d", len(f.Weights), p)
 	}
 	e := &encoding{f: f, dtype: h.WeightDtype, sizes: tensorSizes(c)}
 	switch e.dtype {
@@ -50,27 +50,27 @@ func prepare(f *File) (*encoding, error) {
 	case DtypeFP32:
 		e.withOpt = f.M != nil || f.V != nil
 		if e.withOpt && (f.M == nil || f.V == nil) {
-			return nil, errors.New("tinygpt: encode: fp32 file with only one of the moments M and V")
+			return nil, errors.New("format: encode: fp32 file with only one of the moments M and V")
 		}
 	case DtypeFP16, DtypeInt4:
 	default:
-		return nil, fmt.Errorf("tinygpt: encode: unsupported weightDtype %q", e.dtype)
+		return nil, fmt.Errorf("format: encode: unsupported weightDtype %q", e.dtype)
 	}
 	if e.withOpt {
 		if f.M != nil && len(f.M) != p {
-			return nil, fmt.Errorf("tinygpt: encode: moment M has %d values, config needs %d", len(f.M), p)
+			return nil, fmt.Errorf("format: encode: moment M has %d values, config needs %d", len(f.M), p)
 		}
 		if f.V != nil && len(f.V) != p {
-			return nil, fmt.Errorf("tinygpt: encode: moment V has %d values, config needs %d", len(f.V), p)
+			return nil, fmt.Errorf("format: encode: moment V has %d values, config needs %d", len(f.V), p)
 		}
 	}
 	if h.Manifest == nil {
 		h.Manifest = Manifest(c)
 	} else if err := checkManifest(h.Manifest, c); err != nil {
-		return nil, fmt.Errorf("tinygpt: encode: %s", err.(*FormatError).Msg)
+		return nil, fmt.Errorf("format: encode: %s", err.(*FormatError).Msg)
 	}
 	if err := checkFinite(f, c); err != nil {
-		return nil, fmt.Errorf("tinygpt: encode: %s", err.(*FormatError).Msg)
+		return nil, fmt.Errorf("format: encode: %s", err.(*FormatError).Msg)
 	}
 	if h.LossHistory == nil {
 		h.LossHistory = []LossPoint{} // the original always writes an array
@@ -78,7 +78,7 @@ func prepare(f *File) (*encoding, error) {
 	var err error
 	e.stateLen, _, err = stateSize(c, e.dtype, e.withOpt)
 	if err != nil {
-		return nil, fmt.Errorf("tinygpt: encode: %w", err)
+		return nil, fmt.Errorf("format: encode: %w", err)
 	}
 	h.Version = Version
 	h.IncludesOptimizerState = e.withOpt
@@ -104,11 +104,11 @@ func marshalHeader(h *Header) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(h); err != nil {
-		return nil, fmt.Errorf("tinygpt: encode header: %w", err)
+		return nil, fmt.Errorf("format: encode header: %w", err)
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if uint64(len(b)) > math.MaxUint32 {
-		return nil, fmt.Errorf("tinygpt: encode: header is %d bytes, above the 4 GiB limit", len(b))
+		return nil, fmt.Errorf("format: encode: header is %d bytes, above the 4 GiB limit", len(b))
 	}
 	return b, nil
 }

@@ -162,8 +162,11 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	if ro.Steps > 0 {
 		opts.Steps = ro.Steps
 	}
-	if int(f.Step) >= opts.Steps {
-		return nil, fmt.Errorf("the model has already trained %d of its %d steps; pass a larger --steps to continue", f.Step, opts.Steps)
+	if int(f.Step) == opts.Steps {
+		return nil, fmt.Errorf("the model has already trained all %d of its steps; pass a larger --steps to continue", f.Step)
+	}
+	if int(f.Step) > opts.Steps {
+		return nil, fmt.Errorf("the model has already trained %d steps, more than the %d asked for; pass a larger --steps to continue", f.Step, opts.Steps)
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("settings in the file: %w", err)

@@ -84,7 +84,11 @@ func (be *Backend) Name() string { return "cpu" }
 
 // Describe implements backend.Backend.
 func (be *Backend) Describe() string {
-	return fmt.Sprintf("cpu: %d threads, %s/%s, matmul kernel %s", be.pool.workers, runtime.GOOS, runtime.GOARCH, be.kern.name)
+	threads := fmt.Sprintf("%d threads", be.pool.workers)
+	if be.pool.workers == 1 {
+		threads = "1 thread"
+	}
+	return fmt.Sprintf("cpu: %s, %s/%s, matmul kernel %s", threads, runtime.GOOS, runtime.GOARCH, be.kern.name)
 }
 
 // Threads reports how many goroutines run the kernels.

@@ -94,12 +94,19 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "bits/byte") {
 		t.Errorf("eval: exit %d\n%s", code, out)
 	}
-	// A corpus whose validation split is shorter than a window points to --split all.
+	// A corpus whose validation split is shorter than a window has it widened to one, as
+	// training does; one too short to split points to --split all.
 	short := filepath.Join(dir, "short.txt")
 	os.WriteFile(short, []byte(strings.Repeat("abcd ", 8)), 0o644)
-	code, _, errOut = tinygpt(t, "", "eval", "--model", model, "--data", short)
-	if code != 1 || !strings.Contains(errOut, "shorter than one window of ctx+1 = 17 bytes; --split all") {
-		t.Errorf("eval on a short corpus: exit %d\n%s", code, errOut)
+	code, out, errOut = tinygpt(t, "", "eval", "--model", model, "--data", short)
+	if code != 0 || !strings.Contains(errOut, "shorter than one window of ctx+1 = 17 bytes; it is widened") || !strings.Contains(out, "1 window of 17 bytes") {
+		t.Errorf("eval on a short corpus: exit %d\n%s%s", code, out, errOut)
+	}
+	tiny := filepath.Join(dir, "tiny.txt")
+	os.WriteFile(tiny, []byte(strings.Repeat("x", 17)), 0o644)
+	code, _, errOut = tinygpt(t, "", "eval", "--model", model, "--data", tiny)
+	if code != 1 || !strings.Contains(errOut, "too short for context 16") || !strings.Contains(errOut, "--split all") {
+		t.Errorf("eval on a corpus too short to split: exit %d\n%s", code, errOut)
 	}
 	code, out, _ = tinygpt(t, "", "eval", "--model", model, "--data", short, "--split", "all")
 	if code != 0 || !strings.Contains(out, "2 windows of 17 bytes") {
@@ -157,6 +164,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--heads", "5", "--d-model", "48"}, 1, "--heads must divide --d-model 48"},
 		{[]string{"train", "--dropout", "1.5"}, 1, "--dropout must be in [0, 1)"},
 		{[]string{"train", "--steps", "10", "--warmup", "20"}, 1, "--warmup must not be longer than the run (--steps 10)"},
+		{[]string{"train", "--min-lr", "1e-5"}, 1, "--min-lr is the floor of the cosine schedule: add --schedule cosine"},
+		{[]string{"train", "--heads", "-1"}, 1, "--heads must be at least 1"},
 		{[]string{"train", "--schedule", "linear"}, 1, "--schedule must be constant or cosine"},
 		{[]string{"train", "--preset", "gigantic"}, 1, `unknown preset "gigantic"`},
 		{[]string{"train", "--backend", "tpu"}, 1, `unknown backend`},

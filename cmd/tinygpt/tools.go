@@ -67,17 +67,32 @@ corpus stored in the model file.`)
 		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
 	}
 	text := corpus.Text
-	nTrain := int(float64(len(text)) * data.TrainFraction)
+	c := fileConfig(f)
 	switch *split {
-	case "val":
-		text = text[nTrain:]
-	case "train":
-		text = text[:nTrain]
+	case "val", "train":
+		// The split training used: a part shorter than one window is widened to one, as
+		// training widened it.
+		if s, err := data.NewSplit(text, c.Ctx); err == nil {
+			nTrain := int(float64(len(text)) * data.TrainFraction)
+			text = s.Val
+			short := len(corpus.Text)-nTrain < c.Ctx+1
+			if *split == "train" {
+				text, short = s.Train, nTrain < c.Ctx+1
+			}
+			if short {
+				fmt.Fprintf(e.stderr, "note: the %s split of %s is shorter than one window of ctx+1 = %d bytes; it is widened to one, as training widened it\n",
+					*split, corpus.Source, c.Ctx+1)
+			}
+		} else { // a corpus too short to split
+			if len(text) > c.Ctx {
+				return fmt.Errorf("%s: %w; --split all scores it whole", corpus.Source, err)
+			}
+			return fmt.Errorf("%s: %w", corpus.Source, err)
+		}
 	case "all":
 	default:
 		return fmt.Errorf("--split must be val, train or all, got %q", *split)
 	}
-	c := fileConfig(f)
 	windows := (len(text) - 1) / c.Ctx
 	if windows < 1 {
 		msg := fmt.Sprintf("the %s split of %s is %d bytes, shorter than one window of ctx+1 = %d bytes", *split, corpus.Source, len(text), c.Ctx+1)
@@ -105,8 +120,8 @@ corpus stored in the model file.`)
 		return fmt.Errorf("%s split of %s: %w", *split, corpus.Source, err)
 	}
 	fmt.Fprintf(e.stdout, "loss %.6f nats/byte, %.4f bits/byte, perplexity %.3f\n", loss, loss/math.Ln2, math.Exp(loss))
-	fmt.Fprintf(e.stdout, "%s split of %s: %d windows of %d bytes (%s bytes predicted) in %s\n",
-		*split, corpus.Source, windows, m.Config.Ctx+1, commas(windows*m.Config.Ctx), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "%s split of %s: %s of %d bytes (%s bytes predicted) in %s\n",
+		*split, corpus.Source, plural(windows, "window"), m.Config.Ctx+1, commas(windows*m.Config.Ctx), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -211,8 +226,8 @@ func summarizeHistory(w *tabwriter.Writer, h format.Header) {
 		}
 	}
 	if trains > 0 {
-		fmt.Fprintf(w, "loss history:\t%d steps recorded, train %.4f (step %d) → %.4f (step %d), lowest %.4f (step %d); %d evaluations\n",
-			trains, *first.Train, first.Step, *last.Train, last.Step, *minTrain.Train, minTrain.Step, evals)
+		fmt.Fprintf(w, "loss history:\t%s recorded, train %.4f (step %d) → %.4f (step %d), lowest %.4f (step %d); %s\n",
+			plural(trains, "step"), *first.Train, first.Step, *last.Train, last.Step, *minTrain.Train, minTrain.Step, plural(evals, "evaluation"))
 	} else {
 		fmt.Fprintf(w, "loss history:\tempty\n")
 	}

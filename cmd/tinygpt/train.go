@@ -382,7 +382,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		return backendFailure(be, err, hint)
 	}
 	tr, val := t.LastLosses()
-	fmt.Fprintf(e.stdout, "\ndone: %d steps in %s, train loss %.4f, val loss %.4f", t.Step(), t.Elapsed.Round(100*time.Millisecond), tr, val)
+	fmt.Fprintf(e.stdout, "\ndone: %s in %s, train loss %.4f, val loss %.4f", plural(t.Step(), "step"), t.Elapsed.Round(100*time.Millisecond), tr, val)
 	if t.Best != nil {
 		fmt.Fprintf(e.stdout, " (best %.4f at step %d)", t.Best.Loss, t.Best.Step)
 	}
@@ -542,12 +542,14 @@ func validateFlags(o train.Options, set map[string]bool) error {
 	}{
 		{"layers", c.Layers < 1 || c.Layers > gpt.MaxLayers, fmt.Sprintf("must be between 1 and %d", gpt.MaxLayers)},
 		{"d-model", c.DModel < 1 || c.DModel > gpt.MaxDModel, fmt.Sprintf("must be between 1 and %d", gpt.MaxDModel)},
-		{"heads", c.Heads < 1 || c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
+		{"heads", c.Heads < 1, "must be at least 1"},
+		{"heads", c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
 		{"ctx", c.Ctx < 1 || c.Ctx > gpt.MaxCtx, fmt.Sprintf("must be between 1 and %d", gpt.MaxCtx)},
 		{"steps", o.Steps < 1, "must be at least 1"},
 		{"batch", o.Batch < 1, "must be at least 1"},
 		{"lr", !(o.LR > 0) || math.IsInf(o.LR, 0), "must be a positive number"},
 		{"min-lr", !(o.MinLR >= 0 && o.MinLR <= o.LR), "must be between 0 and --lr"},
+		{"min-lr", set["min-lr"] && o.Schedule != train.Cosine, "is the floor of the cosine schedule: add --schedule cosine"},
 		{"schedule", o.Schedule != train.Constant && o.Schedule != train.Cosine, "must be constant or cosine"},
 		{"warmup", o.Warmup < 0, "must not be negative"},
 		{"warmup", o.Warmup > o.Steps, fmt.Sprintf("must not be longer than the run (--steps %d): the learning rate would never reach --lr", o.Steps)},
@@ -599,6 +601,14 @@ func defaultOutName(source string, o train.Options) string {
 	return base + "-" + size + ".tinygpt"
 }
 
+// plural returns "1 step" or "n steps".
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}
+
 // slowInitParams is the model size from which initialising takes long enough (seconds to a
 // minute) to say so first.
 const slowInitParams = 50_000_000
@@ -628,14 +638,14 @@ func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) 
 	if ratio := float64(len(t.Split.Train)) / float64(o.Model.NumParams()); ratio < 1 {
 		fmt.Fprintf(w, "note:    only %.2f training bytes per parameter: expect the model to memorise rather than generalise (watch val loss)\n", ratio)
 	}
-	lr := fmt.Sprintf("lr %g %s", o.LR, o.Schedule)
+	lr := fmt.Sprintf("lr %.6g %s", o.LR, o.Schedule)
 	if o.Schedule == train.Cosine {
-		lr += fmt.Sprintf(" to %g", o.MinLR)
+		lr += fmt.Sprintf(" to %.6g", o.MinLR) // lr/10 would print as 2.9999999999999997e-05
 	}
 	if o.Warmup > 0 {
 		lr += fmt.Sprintf(", warmup %d", o.Warmup)
 	}
-	fmt.Fprintf(w, "train:   %d steps × batch %d × ctx %d, %s, dropout %g, seed %d\n", o.Steps, o.Batch, o.Model.Ctx, lr, o.Dropout, o.Seed)
+	fmt.Fprintf(w, "train:   %s × batch %d × ctx %d, %s, dropout %g, seed %d\n", plural(o.Steps, "step"), o.Batch, o.Model.Ctx, lr, o.Dropout, o.Seed)
 	fmt.Fprintf(w, "backend: %s\nsaving:  %s\n\n", be.Describe(), out)
 }
 
