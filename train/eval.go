@@ -61,8 +61,10 @@ type BenchResult struct {
 	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
 	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
 	// PeakRSSMB is the peak resident memory of the run, in MB (0 where the system does not
-	// say): on Linux from the start of this Bench call; elsewhere the whole process's, so run
-	// one preset per process to read it as that preset's.
+	// say): on Linux, where the high-water mark can be reset, from the start of this Bench
+	// call (memory of an earlier call not yet freed, such as GPU buffers awaiting their
+	// finalizers on a software GPU, still counts); elsewhere the whole process's, so run one
+	// preset per process to read it as that preset's.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// Profile is the backend's own account of the timed steps, where it keeps one (the
 	// WebGPU backend: dispatches, submits and waits per step).

@@ -106,6 +106,7 @@ type Trainer struct {
 
 	lastTrain       float64
 	lastVal         float64
+	lastValStep     int // the step lastVal was measured at
 	inputs, targets []int32
 	sched           Schedule
 	stepper         stepper
@@ -142,7 +143,7 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 	n := opts.Batch * opts.Model.Ctx
 	return &Trainer{Opts: opts, Model: m, Optim: o, Corpus: corpus, Split: split,
 		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.schedule(),
-		lastTrain: math.NaN(), lastVal: math.NaN(), stepper: stepper{m: m, o: o}}, nil
+		lastTrain: math.NaN(), lastVal: math.NaN(), lastValStep: -1, stepper: stepper{m: m, o: o}}, nil
 }
 
 // ResumeOptions changes a resumed run.
@@ -215,7 +216,7 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 			t.lastTrain = *fl.Train
 		}
 		if fl.Val != nil {
-			t.lastVal = *fl.Val
+			t.lastVal, t.lastValStep = *fl.Val, int(fl.Step)
 		}
 	}
 	t.Sample = f.Header.Sample
@@ -321,7 +322,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, fmt.Errorf("validation loss is %v at step %d: %w", loss, t.Optim.Step, ErrNotFinite)
 	}
-	t.lastVal = loss
+	t.lastVal, t.lastValStep = loss, t.Optim.Step
 	step := t.Optim.Step
 	v := loss
 	if n := len(t.History); n > 0 && t.History[n-1].Step == step {
@@ -352,6 +353,9 @@ func (t *Trainer) ValLoss(ctx context.Context) (float64, error) {
 	}
 	return sum / float64(t.Opts.EvalBatches), nil
 }
+
+// LastEvalStep returns the step of the latest evaluation (-1 where none yet).
+func (t *Trainer) LastEvalStep() int { return t.lastValStep }
 
 // LastLosses returns the latest training and validation losses (NaN where none yet).
 func (t *Trainer) LastLosses() (train, val float64) { return t.lastTrain, t.lastVal }
@@ -455,7 +459,7 @@ func (t *Trainer) File(backendName string) (*format.File, error) {
 			v := t.lastTrain
 			fl.Train = &v
 		}
-		if !math.IsNaN(t.lastVal) {
+		if !math.IsNaN(t.lastVal) && t.lastValStep == step { // not an earlier step's
 			v := t.lastVal
 			fl.Val = &v
 		}

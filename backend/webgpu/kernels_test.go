@@ -973,3 +973,34 @@ func TestAddLayerNorm(t *testing.T) {
 		}
 	}
 }
+
+// Copy takes views that start anywhere (the decoder's cache rows), also two in one buffer
+// whose bindings, widened to the aligned offsets below them, overlap.
+func TestCopyUnalignedViews(t *testing.T) {
+	g := openGPU(t)
+	x := g.Alloc(256).(*tensor)
+	defer g.Release(x)
+	v := make([]float32, 256)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	for _, c := range [][3]int{{100, 70, 10}, {70, 100, 10}, {130, 3, 50}, {192, 64, 60}} {
+		dst, src, n := c[0], c[1], c[2]
+		g.Upload(x, v)
+		g.Copy(x.view(dst, n), x.view(src, n), n)
+		got := make([]float32, 256)
+		g.Download(got, x, 0)
+		if err := g.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			want := v[i]
+			if i >= dst && i < dst+n {
+				want = v[src+i-dst]
+			}
+			if got[i] != want {
+				t.Fatalf("copy of [%d, %d) to %d: element %d is %v, want %v", src, src+n, dst, i, got[i], want)
+			}
+		}
+	}
+}

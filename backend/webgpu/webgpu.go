@@ -574,6 +574,9 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 				xs, ys := dp.t.view(sp.at+o, w).off%backend.SliceAlign, sp.t.view(o, w).off%backend.SliceAlign
 				w = min(w, be.window-max(xs, ys))
 				x, y := dp.t.view(sp.at+o-xs, w+xs), sp.t.view(o-ys, w+ys)
+				if xs+ys != 0 && overlaps(x, y) { // widened, they share memory: the source goes through scratch
+					y, ys = be.copyToScratch("copy source", sp.t.view(o, w), w), 0
+				}
 				be.elementwise("copy", []uint32{uint32(w), 0, 0, 0, 0, 0, 0, uint32(xs), uint32(ys)}, x, y, nil, w)
 				o += w
 			}

@@ -166,6 +166,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--steps", "10", "--warmup", "20"}, 1, "--warmup must not be longer than the run (--steps 10)"},
 		{[]string{"train", "--min-lr", "1e-5"}, 1, "--min-lr is the floor of the cosine schedule: add --schedule cosine"},
 		{[]string{"train", "--heads", "-1"}, 1, "--heads must be at least 1"},
+		{[]string{"train", "--heads", "0"}, 1, "--heads must be at least 1"},
+		{[]string{"bench", "--heads", "0"}, 1, "--heads must be at least 1"},
 		{[]string{"train", "--schedule", "linear"}, 1, "--schedule must be constant or cosine"},
 		{[]string{"train", "--preset", "gigantic"}, 1, `unknown preset "gigantic"`},
 		{[]string{"train", "--backend", "tpu"}, 1, `unknown backend`},

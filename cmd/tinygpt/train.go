@@ -350,7 +350,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
-	ctx, stop := interruptible(e.stdout, "stopping: the checkpoint is saved after this step")
+	ctx, stop := interruptible(e.stdout, "stopping: a checkpoint is saved once the step under way is done")
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
 	saved := 0 // the step the checkpoint at *out holds, for the hint after a failure
@@ -366,8 +366,12 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		}})
 	p.finish()
 	if errors.Is(err, context.Canceled) {
-		if t.Step() >= t.Opts.Steps { // stopped in the final sample: nothing is left to resume
-			fmt.Fprintf(e.stdout, "\nstopped after the last step; saved %s with all %d steps (without a final sample)\n", *out, t.Step())
+		if t.Step() >= t.Opts.Steps { // stopped in the final evaluation or sample: nothing is left to resume
+			without := "a final sample"
+			if t.LastEvalStep() != t.Step() {
+				without = "the final evaluation and sample"
+			}
+			fmt.Fprintf(e.stdout, "\nstopped after the last step; saved %s with all %d steps (without %s)\n", *out, t.Step(), without)
 			return nil
 		}
 		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out,
@@ -396,19 +400,24 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 func interruptible(w io.Writer, what string) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 1)
+	done := make(chan struct{})
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
+		defer close(done)
 		select {
 		case <-sig:
 			signal.Stop(sig) // the next signal takes its default action
-			fmt.Fprintf(w, "\n%s (Ctrl-C again quits at once, without saving)\n", what)
-			cancel()
+			if ctx.Err() == nil {
+				fmt.Fprintf(w, "\n%s (Ctrl-C again quits at once, without saving)\n", what)
+				cancel()
+			}
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, func() {
 		signal.Stop(sig)
 		cancel()
+		<-done // nothing is printed after stop returns
 	}
 }
 
@@ -543,7 +552,7 @@ func validateFlags(o train.Options, set map[string]bool) error {
 		{"layers", c.Layers < 1 || c.Layers > gpt.MaxLayers, fmt.Sprintf("must be between 1 and %d", gpt.MaxLayers)},
 		{"d-model", c.DModel < 1 || c.DModel > gpt.MaxDModel, fmt.Sprintf("must be between 1 and %d", gpt.MaxDModel)},
 		{"heads", c.Heads < 1, "must be at least 1"},
-		{"heads", c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
+		{"heads", c.Heads >= 1 && c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
 		{"ctx", c.Ctx < 1 || c.Ctx > gpt.MaxCtx, fmt.Sprintf("must be between 1 and %d", gpt.MaxCtx)},
 		{"steps", o.Steps < 1, "must be at least 1"},
 		{"batch", o.Batch < 1, "must be at least 1"},
