@@ -216,12 +216,15 @@ const TrainFraction = 0.9
 
 // Split is a corpus cut into a training part (the first 90%) and a validation part (the rest).
 // When a part is shorter than one window of ctx+1 bytes it is widened to one window, taken
-// from the corpus edge it lies on; Overlap then says so.
+// from the corpus edge it lies on; TrainWidened or ValWidened then says so.
 type Split struct {
-	Train, Val []byte
-	Ctx        int
-	Overlap    bool
+	Train, Val               []byte
+	Ctx                      int
+	TrainWidened, ValWidened bool
 }
+
+// Overlap reports whether a part was widened, so that validation overlaps training.
+func (s Split) Overlap() bool { return s.TrainWidened || s.ValWidened }
 
 // NewSplit splits text for a model with context ctx. The corpus needs at least ctx+2 bytes:
 // one window of ctx inputs and their ctx targets, and one more byte so that there is more than
@@ -234,10 +237,10 @@ func NewSplit(text []byte, ctx int) (Split, error) {
 	nTrain := int(float64(n) * TrainFraction)
 	s := Split{Ctx: ctx, Train: text[:nTrain], Val: text[nTrain:]}
 	if len(s.Train) < ctx+1 {
-		s.Train, s.Overlap = text[:ctx+1], true
+		s.Train, s.TrainWidened = text[:ctx+1], true
 	}
 	if len(s.Val) < ctx+1 {
-		s.Val, s.Overlap = text[n-ctx-1:], true
+		s.Val, s.ValWidened = text[n-ctx-1:], true
 	}
 	return s, nil
 }

@@ -135,15 +135,15 @@ func TestSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Train) != 3601 || len(s.Val) != 401 || s.Overlap {
+	if len(s.Train) != 3601 || len(s.Val) != 401 || s.Overlap() {
 		t.Errorf("split %d/%d, want 3601/401 as the original", len(s.Train), len(s.Val))
 	}
 	if _, err := NewSplit(make([]byte, 65), 64); err == nil || !strings.Contains(err.Error(), "at least ctx+2 = 66 bytes") {
 		t.Errorf("short corpus: %v", err)
 	}
 	s, err = NewSplit(make([]byte, 66), 64)
-	if err != nil || !s.Overlap || len(s.Train) != 65 || len(s.Val) != 65 {
-		t.Errorf("minimal corpus: %d/%d overlap %v, %v", len(s.Train), len(s.Val), s.Overlap, err)
+	if err != nil || !s.Overlap() || len(s.Train) != 65 || len(s.Val) != 65 {
+		t.Errorf("minimal corpus: %d/%d overlap %v, %v", len(s.Train), len(s.Val), s.Overlap(), err)
 	}
 }
 

@@ -72,22 +72,21 @@ corpus stored in the model file.`)
 	case "val", "train":
 		// The split training used: a part shorter than one window is widened to one, as
 		// training widened it.
-		if s, err := data.NewSplit(text, c.Ctx); err == nil {
-			nTrain := int(float64(len(text)) * data.TrainFraction)
-			text = s.Val
-			short := len(corpus.Text)-nTrain < c.Ctx+1
-			if *split == "train" {
-				text, short = s.Train, nTrain < c.Ctx+1
-			}
-			if short {
-				fmt.Fprintf(e.stderr, "note: the %s split of %s is shorter than one window of ctx+1 = %d bytes; it is widened to one, as training widened it\n",
-					*split, corpus.Source, c.Ctx+1)
-			}
-		} else { // a corpus too short to split
+		s, err := data.NewSplit(text, c.Ctx)
+		if err != nil { // a corpus too short to split
 			if len(text) > c.Ctx {
 				return fmt.Errorf("%s: %w; --split all scores it whole", corpus.Source, err)
 			}
 			return fmt.Errorf("%s: %w", corpus.Source, err)
+		}
+		var widened bool
+		text, widened = s.Val, s.ValWidened
+		if *split == "train" {
+			text, widened = s.Train, s.TrainWidened
+		}
+		if widened {
+			fmt.Fprintf(e.stderr, "note: the %s split of %s is shorter than one window of ctx+1 = %d bytes; it is widened to one, as training widened it\n",
+				*split, corpus.Source, c.Ctx+1)
 		}
 	case "all":
 	default:
