@@ -529,17 +529,22 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 	if ro.Resumed {
 		lastSaved = t.Step() // the file resumed from holds this step
 	}
-	// save writes the current step's checkpoint unless it is on disk already: f, when its state
-	// was read from the backend earlier, or the state read now.
-	save := func(f *format.File) error {
+	// snapshot reads the current step's checkpoint from the backend: nil when there is nothing
+	// to save (no output, or the step is on disk already).
+	snapshot := func() (*format.File, error) {
 		if ro.Out == "" || lastSaved == t.Step() {
-			return nil
+			return nil, nil
 		}
+		f, err := t.File(ro.Backend)
+		if err != nil {
+			return nil, fmt.Errorf("saving checkpoint: %w", err)
+		}
+		return f, nil
+	}
+	// write writes a snapshot to ro.Out (none for nil).
+	write := func(f *format.File) error {
 		if f == nil {
-			var err error
-			if f, err = t.File(ro.Backend); err != nil {
-				return fmt.Errorf("saving checkpoint: %w", err)
-			}
+			return nil
 		}
 		perm := ro.Perm
 		if perm == 0 {
@@ -552,14 +557,25 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		emit(Event{Kind: "checkpoint", Step: t.Step(), Path: ro.Out})
 		return nil
 	}
+	save := func() error {
+		f, err := snapshot()
+		if err != nil {
+			return err
+		}
+		return write(f)
+	}
+	// stopped saves the step and returns ctx's error: the run was stopped.
+	stopped := func() error {
+		if err := save(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
 	tokens := float64(t.Opts.Batch * t.Opts.Model.Ctx)
 	var ema float64 // smoothed seconds per step, for the ETA
 	for t.Step() < t.Opts.Steps {
 		if ctx.Err() != nil {
-			if err := save(nil); err != nil {
-				return err
-			}
-			return ctx.Err()
+			return stopped()
 		}
 		r, err := t.TrainStep()
 		if err != nil {
@@ -586,10 +602,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			v, err := t.Evaluate(ctx)
 			if err != nil {
 				if ctx.Err() != nil { // stopped during the evaluation: the step is saved without it
-					if err := save(nil); err != nil {
-						return err
-					}
-					return ctx.Err()
+					return stopped()
 				}
 				return err
 			}
@@ -608,17 +621,15 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			// The state is read before the final sample and written after it, with it: a
 			// sample that fails (after a GPU error nothing can be read back) still leaves the
 			// run saved. A stop during the sample saves at once, with the sample before it.
-			var f *format.File
-			if ro.Out != "" && lastSaved != t.Step() {
-				if f, err = t.File(ro.Backend); err != nil {
-					return fmt.Errorf("saving checkpoint: %w", err)
-				}
+			f, err := snapshot()
+			if err != nil {
+				return err
 			}
 			s, serr := t.GenerateSample(ctx, "\n", 300, uint64(t.Opts.Seed))
 			if serr == nil && f != nil {
 				f.Header.Sample = s
 			}
-			if err := save(f); err != nil {
+			if err := write(f); err != nil {
 				return err
 			}
 			if serr != nil && ctx.Err() != nil {
@@ -628,7 +639,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 				return fmt.Errorf("sampling after the last step: %w", serr)
 			}
 		} else if t.Opts.CheckpointEvery > 0 && t.Step()%t.Opts.CheckpointEvery == 0 {
-			if err := save(nil); err != nil {
+			if err := save(); err != nil {
 				return err
 			}
 		}
