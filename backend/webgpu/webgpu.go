@@ -571,7 +571,7 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 				// bound from the SliceAlign boundary below its start, which every device
 				// accepts, and the kernel is told where in the binding it begins.
 				w := min(be.window, sp.t.n-o)
-				xs, ys := dp.t.view(sp.at+o, w).off%backend.SliceAlign, sp.t.view(o, w).off%backend.SliceAlign
+				xs, ys := (dp.t.off+sp.at+o)%backend.SliceAlign, (sp.t.off+o)%backend.SliceAlign
 				w = min(w, be.window-max(xs, ys))
 				x, y := dp.t.view(sp.at+o-xs, w+xs), sp.t.view(o-ys, w+ys)
 				if xs+ys != 0 && overlaps(x, y) { // widened, they share memory: the source goes through scratch
