@@ -17,6 +17,8 @@
 //   - Tensors passed to one call never overlap unless a kernel's doc says they may.
 package backend
 
+import "math"
+
 // Tensor is a handle to an array of float32 (or int32, for token ids) owned by a backend.
 // Only the backend that made a Tensor can use it.
 type Tensor interface {
@@ -51,15 +53,36 @@ func (l Layout) String() string {
 	return "Layout(?)"
 }
 
-// AdamParams are the hyper-parameters of one AdamW update.
+// AdamParams are the hyper-parameters of AdamW that stay the same from step to step. What
+// changes every step (the learning rate and the bias corrections) is device data: see
+// AdamState.
 type AdamParams struct {
-	LR          float32 // learning rate of this step
 	Beta1       float32 // first-moment decay, 0.9
 	Beta2       float32 // second-moment decay, 0.95
 	Eps         float32 // added to the root of the second moment, 1e-8
 	WeightDecay float32 // decoupled weight decay (0 for tensors that are not decayed)
 	Clip        float32 // global gradient-norm clip; 0 disables clipping
-	Step        int     // 1-based step number, for bias correction
+}
+
+// AdamStateLen is the length of AdamW's state tensor (see AdamState).
+const AdamStateLen = 4
+
+// AdamState returns the contents of AdamW's state tensor for step t (1-based) with learning
+// rate lr, before the gradients' sum of squares is added into element 0:
+//
+//	[0] Σ g² over all gradients (0 here; SumSquares adds into it)
+//	[1] lr
+//	[2] 1 − β1^t
+//	[3] sqrt(1 − β2^t)
+//
+// The step's values are written to the backend as data, together with the step's first
+// commands, rather than passed to AdamW with its last ones: a GPU backend's writes to device
+// memory wait for the GPU to finish the work already submitted (docs/performance.md,
+// thirty-third session), so a write at the end of a step would leave the GPU idle.
+func AdamState(lr, beta1, beta2 float32, t int) [AdamStateLen]float32 {
+	bc1 := 1 - float32(math.Pow(float64(beta1), float64(t)))
+	bc2sqrt := float32(math.Sqrt(1 - math.Pow(float64(beta2), float64(t))))
+	return [AdamStateLen]float32{0, lr, bc1, bc2sqrt}
 }
 
 // Backend is a set of kernels and the memory they work on.
@@ -206,12 +229,13 @@ type Backend interface {
 
 	// SumSquares adds the sum of squares of x[0:n] into acc[0].
 	SumSquares(acc, x Tensor, n int)
-	// AdamW updates n parameters p from gradients g with moments m, v. If h.Clip > 0 the
-	// gradients are first scaled by Clip/(norm+1e-6) when the global norm sqrt(sumsq[0])
-	// exceeds Clip; the norm is read where it lives, never through the host. If sumsq[0] is
-	// NaN or infinite, nothing changes: a step whose loss or gradients are not finite leaves
-	// the weights and moments as they were, even before the host has read the norm.
-	AdamW(p, g, m, v, sumsq Tensor, n int, h AdamParams)
+	// AdamW updates n parameters p from gradients g with moments m, v, with the step's
+	// learning rate and bias corrections from state (AdamState). If h.Clip > 0 the gradients
+	// are first scaled by Clip/(norm+1e-6) when the global norm sqrt(state[0]) exceeds Clip;
+	// the norm is read where it lives, never through the host. If state[0] is NaN or
+	// infinite, nothing changes: a step whose loss or gradients are not finite leaves the
+	// weights and moments as they were, even before the host has read the norm.
+	AdamW(p, g, m, v, state Tensor, n int, h AdamParams)
 }
 
 // Close releases be's device, if it holds one (the webgpu backend does; the cpu backend holds

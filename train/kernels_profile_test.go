@@ -117,9 +117,9 @@ func (b *timedBackend) SumSquares(acc, x backend.Tensor, n int) {
 	defer b.time("SumSquares", time.Now())
 	b.Backend.SumSquares(acc, x, n)
 }
-func (b *timedBackend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+func (b *timedBackend) AdamW(p, g, m, v, state backend.Tensor, n int, h backend.AdamParams) {
 	defer b.time("AdamW", time.Now())
-	b.Backend.AdamW(p, g, m, v, sumsq, n, h)
+	b.Backend.AdamW(p, g, m, v, state, n, h)
 }
 func (b *timedBackend) Zero(t backend.Tensor, n int) {
 	defer b.time("Zero", time.Now())

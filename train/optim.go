@@ -31,7 +31,8 @@ type Optimizer struct {
 		n          int
 		decay      bool
 	}
-	sumsq backend.Tensor
+	state backend.Tensor                // backend.AdamState: the gradients' sum of squares, lr, bias corrections
+	next  [backend.AdamStateLen]float32 // what Begin writes to state
 	host  []float32
 
 	Clip        float32
@@ -43,7 +44,7 @@ type Optimizer struct {
 func NewOptimizer(m *gpt.Model) *Optimizer {
 	be := m.Backend()
 	o := &Optimizer{m: m, be: be, M: be.Alloc(m.FlatSize()), V: be.Alloc(m.FlatSize()),
-		sumsq: be.Alloc(1), host: make([]float32, 1), Clip: GradClip, WeightDecay: WeightDecay}
+		state: be.Alloc(backend.AdamStateLen), host: make([]float32, 1), Clip: GradClip, WeightDecay: WeightDecay}
 	split := gpt.DecayEnd(m.Params)
 	bounds := [3]int{0, split, m.FlatSize()}
 	for i := range o.groups {
@@ -83,21 +84,30 @@ func (o *Optimizer) Moments() (m, v []float32) {
 // Update applies one AdamW step with learning rate lr to the model's weights from its
 // gradients. The global gradient norm is computed and used on the backend; GradNorm reads it.
 func (o *Optimizer) Update(lr float32) {
+	o.Begin(lr)
 	o.ComputeNorm()
-	o.Apply(lr)
+	o.Apply()
 }
 
-// ComputeNorm computes the global gradient norm on the backend, for Apply (and GradNorm).
+// Begin starts the next update (step Step+1) with learning rate lr: it writes the step's
+// learning rate and bias corrections to the backend and clears the gradients' sum of squares
+// (backend.AdamState). A training step calls it first, so that a GPU backend gets these values
+// with the step's first commands; ComputeNorm and Apply come after the backward pass.
+func (o *Optimizer) Begin(lr float32) {
+	o.next = backend.AdamState(lr, Beta1, Beta2, o.Step+1)
+	o.be.Upload(o.state, o.next[:])
+}
+
+// ComputeNorm computes the global gradient norm on the backend, for Apply (and GradNorm). It
+// adds to the sum of squares that Begin cleared.
 func (o *Optimizer) ComputeNorm() {
-	o.be.Zero(o.sumsq, 1)
-	o.be.SumSquares(o.sumsq, o.m.GradsTensor(), o.m.FlatSize())
+	o.be.SumSquares(o.state, o.m.GradsTensor(), o.m.FlatSize())
 }
 
-// Apply applies one AdamW step with learning rate lr, clipping with the norm of the last
-// ComputeNorm.
-func (o *Optimizer) Apply(lr float32) {
+// Apply applies the AdamW update that Begin started, clipping with the norm of ComputeNorm.
+func (o *Optimizer) Apply() {
 	o.Step++
-	h := backend.AdamParams{LR: lr, Beta1: Beta1, Beta2: Beta2, Eps: Eps, Clip: o.Clip, Step: o.Step}
+	h := backend.AdamParams{Beta1: Beta1, Beta2: Beta2, Eps: Eps, Clip: o.Clip}
 	for _, g := range o.groups {
 		if g.n == 0 {
 			continue
@@ -107,13 +117,13 @@ func (o *Optimizer) Apply(lr float32) {
 			h.WeightDecay = o.WeightDecay
 		}
 		// The zero padding between parameters stays zero: its gradient and moments are zero.
-		o.be.AdamW(g.w, g.g, g.m, g.v, o.sumsq, g.n, h)
+		o.be.AdamW(g.w, g.g, g.m, g.v, o.state, g.n, h)
 	}
 }
 
 // GradNorm returns the global gradient norm (before clipping) of the last ComputeNorm or
 // Update. It reads the value back from the backend.
 func (o *Optimizer) GradNorm() float64 {
-	o.be.Download(o.host, o.sumsq, 0)
+	o.be.Download(o.host, o.state, 0)
 	return math.Sqrt(float64(o.host[0]))
 }

@@ -21,14 +21,18 @@ type stepper struct {
 //
 // The whole step is recorded before anything is read, and both results are read with
 // DownloadLater, so that a GPU backend runs the step in pieces as it is recorded and the host
-// waits once, at the end. (Recording the next step's passes before waiting was tried: on an
-// H100 it was 1-7% slower, the GPU being the bottleneck already; docs/performance.md.)
+// waits once, at the end. Everything the host writes for the step (the batch, the optimizer's
+// learning rate and bias corrections) is written at its start, while the GPU is idle: the
+// binding's writes wait for the GPU to finish what was submitted before (docs/performance.md,
+// thirty-third session). For the same reason the next step's passes are not recorded before
+// this one's results are read.
 //
 // The backend skips the update when the norm is not finite; a loss that is not finite comes
 // from logits that are not, which make the gradients, and so the norm, NaN too. Either way
 // the step is undone (o.Step) and the error wraps ErrNotFinite.
 func (s *stepper) step(batch gpt.Batch, p float32, seed uint64, lr float32) (loss, norm float64, err error) {
 	m, o := s.m, s.o
+	o.Begin(lr)
 	m.ZeroGrads()
 	if err := m.RecordTrainForward(batch, p, seed); err != nil {
 		return 0, 0, err
@@ -37,14 +41,14 @@ func (s *stepper) step(batch gpt.Batch, p float32, seed uint64, lr float32) (los
 		return 0, 0, err
 	}
 	o.ComputeNorm()
-	o.Apply(lr)
+	o.Apply()
 	n := batch.B * batch.T
 	if cap(s.losses) < n {
 		s.losses = make([]float32, n)
 	}
 	be := m.Backend()
 	be.DownloadLater(s.losses[:n], m.TrainLosses(), 0)
-	be.DownloadLater(s.sumsq[:], o.sumsq, 0)
+	be.DownloadLater(s.sumsq[:], o.state, 0)
 	be.Await()
 	var sum float64
 	for _, v := range s.losses[:n] {

@@ -806,10 +806,10 @@ func (t *sumsqTask) run(_, lo, hi int) {
 }
 
 type adamTask struct {
-	p, g, m, v   []float32
-	h            backend.AdamParams
-	gscale       float32
-	bc1, bc2sqrt float32
+	p, g, m, v       []float32
+	h                backend.AdamParams
+	gscale           float32
+	lr, bc1, bc2sqrt float32
 }
 
 // AdamW implements backend.Backend. The update, per element, in this order (as PyTorch's AdamW):
@@ -818,8 +818,11 @@ type adamTask struct {
 //	m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //	p ← p − lr·wd·p
 //	p ← p − lr · (m/(1−β1^t)) / (sqrt(v)/sqrt(1−β2^t) + ε)
-func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
-	ss := f32(sumsq)[0]
+//
+// with lr, 1−β1^t and sqrt(1−β2^t) from state (backend.AdamState).
+func (be *Backend) AdamW(p, g, m, v, state backend.Tensor, n int, h backend.AdamParams) {
+	st := f32(state)[:backend.AdamStateLen]
+	ss := st[0]
 	if math.IsNaN(float64(ss)) || math.IsInf(float64(ss), 0) {
 		return
 	}
@@ -832,8 +835,7 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 			t.gscale = h.Clip / (norm + 1e-6)
 		}
 	}
-	t.bc1 = 1 - float32(math.Pow(float64(h.Beta1), float64(h.Step)))
-	t.bc2sqrt = float32(math.Sqrt(1 - math.Pow(float64(h.Beta2), float64(h.Step))))
+	t.lr, t.bc1, t.bc2sqrt = st[1], st[2], st[3]
 	be.pool.Run(t, n, elemChunk, 12)
 }
 
@@ -845,8 +847,8 @@ type adamConsts struct {
 func (t *adamTask) run(_, lo, hi int) {
 	h := t.h
 	p, g, m, v := t.p[lo:hi], t.g[lo:hi], t.m[lo:hi], t.v[lo:hi]
-	stepSize := h.LR / t.bc1
-	decay := 1 - h.LR*h.WeightDecay
+	stepSize := t.lr / t.bc1
+	decay := 1 - t.lr*h.WeightDecay
 	c := adamConsts{t.gscale, h.Beta1, 1 - h.Beta1, h.Beta2, 1 - h.Beta2, t.bc2sqrt, h.Eps, stepSize, decay}
 	n := adamVector(&c, p, g, m, v)
 	p, g, m, v = p[n:], g[n:], m[n:], v[n:]

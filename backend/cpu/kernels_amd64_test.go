@@ -88,8 +88,8 @@ func TestAdamWVectorMatchesScalar(t *testing.T) {
 			v[i] *= v[i] // second moments are not negative
 		}
 		ts := []backend.Tensor{upload32(be, p), upload32(be, g), upload32(be, m), upload32(be, v)}
-		sumsq := upload32(be, []float32{4}) // norm 2 > clip 1: the gradient is scaled
-		be.AdamW(ts[0], ts[1], ts[2], ts[3], sumsq, n, backend.AdamParams{LR: 3e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 3})
+		state := adamState(be, 4, 3e-4, 3) // norm 2 > clip 1: the gradient is scaled
+		be.AdamW(ts[0], ts[1], ts[2], ts[3], state, n, backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1})
 		var out [][]float32
 		for _, x := range ts {
 			d := make([]float32, n)

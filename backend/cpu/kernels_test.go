@@ -640,6 +640,16 @@ func TestCrossEntropy(t *testing.T) {
 	assertClose(t, "in place", download(be, lt), download(be, dl), 0)
 }
 
+// adamState returns AdamW's state tensor (backend.AdamState) for step t with learning rate
+// lr and a sum of squares sumsq (β 0.9 and 0.95).
+func adamState(be *Backend, sumsq, lr float32, t int) backend.Tensor {
+	st := backend.AdamState(lr, 0.9, 0.95, t)
+	st[0] = sumsq
+	x := be.Alloc(backend.AdamStateLen)
+	be.Upload(x, st[:])
+	return x
+}
+
 func TestSumSquaresAndAdamW(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	be := New()
@@ -649,8 +659,7 @@ func TestSumSquaresAndAdamW(t *testing.T) {
 	for i := range v0 {
 		v0[i] = float64(float32(math.Abs(rng.NormFloat64()) * 1e-4))
 	}
-	acc := be.Alloc(1)
-	be.Upload(acc, []float32{0.5})
+	acc := adamState(be, 0.5, 1e-3, 3)
 	gt := upload(be, g0)
 	be.SumSquares(acc, gt, n)
 	want := 0.5 + dot64(g0, g0)
@@ -659,7 +668,7 @@ func TestSumSquaresAndAdamW(t *testing.T) {
 	}
 	for _, clip := range []float32{0, 1, 100} {
 		pt, mt, vt := upload(be, p0), upload(be, m0), upload(be, v0)
-		h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip, Step: 3}
+		h := backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip}
 		be.AdamW(pt, gt, mt, vt, acc, n, h)
 		norm := math.Sqrt(float64(float32(want)))
 		scale := 1.0
@@ -684,8 +693,8 @@ func TestSumSquaresAndAdamW(t *testing.T) {
 	// nothing.
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 		pt, mt, vt := upload(be, p0), upload(be, m0), upload(be, v0)
-		be.Upload(acc, []float32{bad})
-		be.AdamW(pt, gt, mt, vt, acc, n, backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 3})
+		bst := adamState(be, bad, 1e-3, 3)
+		be.AdamW(pt, gt, mt, vt, bst, n, backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1})
 		name := fmt.Sprintf("squared norm %v", bad)
 		assertClose(t, name+" m", download(be, mt), m0, 0)
 		assertClose(t, name+" v", download(be, vt), v0, 0)
@@ -1004,9 +1013,9 @@ func TestDeterministicAcrossThreadsAllKernels(t *testing.T) {
 			for i := range f32(vv) {
 				f32(vv)[i] *= f32(vv)[i]
 			}
-			ss := be.Alloc(1)
+			ss := adamState(be, 0, 1e-3, 2)
 			be.SumSquares(ss, gg, P)
-			be.AdamW(p, gg, m, vv, ss, P, backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 2})
+			be.AdamW(p, gg, m, vv, ss, P, backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1})
 			keep(ss, p, m, vv)
 			if ref == nil {
 				ref = got

@@ -3,6 +3,7 @@ package webgpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"tinygpt/backend"
 	"tinygpt/backend/webgpu/internal/gpu"
@@ -673,10 +674,11 @@ func (a adamUpdate) joins(u adamUpdate) bool {
 		same(a.sumsq, u.sumsq)
 }
 
+// adamParams is the parameter block of adamw and adamw_multi: the same at every step (the
+// step's learning rate and bias corrections are read from the state tensor), so that a
+// training step's blocks are all found among those written before.
 func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
-	bc1 := 1 - float32(math.Pow(float64(h.Beta1), float64(h.Step)))
-	bc2sqrt := float32(math.Sqrt(1 - math.Pow(float64(h.Beta2), float64(h.Step))))
-	return []uint32{uint32(n), f32(h.LR), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip), f32(bc1), f32(bc2sqrt)}
+	return []uint32{uint32(n), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip)}
 }
 
 // settle records the held-back add or product(s) and the gathered AdamW calls. Every other
@@ -720,8 +722,13 @@ func (be *Backend) settle() {
 			int32(math.Float32bits(u.h.WeightDecay)), 0)
 		total += u.n
 	}
+	// The table is the same at every step: it is written again only when it changes, as a
+	// write would wait for the GPU (gpu.Device.Flush).
 	table := be.scratchTensor("adamSegments", len(segs))
-	be.UploadInt(table, segs)
+	if table != be.adamTable || !slices.Equal(segs, be.adamSegs) {
+		be.UploadInt(table, segs)
+		be.adamTable, be.adamSegs = table, append(be.adamSegs[:0], segs...)
+	}
 	be.run(be.kernel("optim", "adamw_multi", 6, 0), adamParams(u0.h, total, uint32(len(us))),
 		[]*tensor{whole(u0.p), whole(u0.g), whole(u0.m), whole(u0.v), u0.sumsq, table}, be.elemGroups(total), 1)
 }

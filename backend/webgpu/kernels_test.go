@@ -424,6 +424,14 @@ func TestCrossEntropy(t *testing.T) {
 	}
 }
 
+// adamState returns the contents of AdamW's state tensor (backend.AdamState) for step t with
+// learning rate lr and a sum of squares sumsq (β 0.9 and 0.95).
+func adamState(sumsq, lr float32, t int) []float32 {
+	st := backend.AdamState(lr, 0.9, 0.95, t)
+	st[0] = sumsq
+	return st[:]
+}
+
 func TestSumSquaresAdamW(t *testing.T) {
 	e := newEnv(t, 9)
 	// A flat tensor with two aligned parameter views, as the optimizer uses it.
@@ -441,13 +449,13 @@ func TestSumSquaresAdamW(t *testing.T) {
 			}
 			e.g.Upload(v.g, vv)
 			cpuBE.Upload(v.c, vv)
-			sumsq := e.in([]float32{0.5})
+			sumsq := e.in(adamState(0.5, 1e-3, 3))
 			e.g.SumSquares(sumsq.g, g.g, flat)
 			cpuBE.SumSquares(sumsq.c, g.c, flat)
 			name := fmt.Sprintf("clip %v grad scale %v", clip, gscale)
 			e.check(name+" sum of squares", sumsq, 1e-5)
 			for i, n := range sizes {
-				h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1 * float32(i), Clip: clip, Step: 3}
+				h := backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1 * float32(i), Clip: clip}
 				pv, gv, mv, vv := e.slice(p, offs[i], n), e.slice(g, offs[i], n), e.slice(m, offs[i], n), e.slice(v, offs[i], n)
 				e.g.AdamW(pv.g, gv.g, mv.g, vv.g, sumsq.g, n, h)
 				cpuBE.AdamW(pv.c, gv.c, mv.c, vv.c, sumsq.c, n, h)
@@ -455,10 +463,14 @@ func TestSumSquaresAdamW(t *testing.T) {
 			e.check(name+" p", p, 1e-5)
 			e.check(name+" m", m, 1e-5)
 			e.check(name+" v", v, 1e-5)
-			// A lone call (not gathered with others) takes the single-tensor kernel.
-			h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip, Step: 4}
-			e.g.AdamW(e.g.Slice(p.g, 64, 100), e.g.Slice(g.g, 64, 100), e.g.Slice(m.g, 64, 100), e.g.Slice(v.g, 64, 100), sumsq.g, 100, h)
-			cpuBE.AdamW(cpuBE.Slice(p.c, 64, 100), cpuBE.Slice(g.c, 64, 100), cpuBE.Slice(m.c, 64, 100), cpuBE.Slice(v.c, 64, 100), sumsq.c, 100, h)
+			// A lone call (not gathered with others) takes the single-tensor kernel; here with
+			// the next step's learning rate and bias corrections.
+			ss := make([]float32, 1)
+			cpuBE.Download(ss, sumsq.c, 0)
+			next := e.in(adamState(ss[0], 2e-3, 4))
+			h := backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: clip}
+			e.g.AdamW(e.g.Slice(p.g, 64, 100), e.g.Slice(g.g, 64, 100), e.g.Slice(m.g, 64, 100), e.g.Slice(v.g, 64, 100), next.g, 100, h)
+			cpuBE.AdamW(cpuBE.Slice(p.c, 64, 100), cpuBE.Slice(g.c, 64, 100), cpuBE.Slice(m.c, 64, 100), cpuBE.Slice(v.c, 64, 100), next.c, 100, h)
 			e.check(name+" p after a lone update", p, 1e-5)
 		}
 	}
@@ -466,8 +478,8 @@ func TestSumSquaresAdamW(t *testing.T) {
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 		p, g := e.in(e.randn(flat, 1)), e.in(e.randn(flat, 1))
 		m, v := e.in(e.randn(flat, 0.1)), e.in(e.randn(flat, 0.1))
-		sumsq := e.in([]float32{bad})
-		h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Clip: 1, Step: 3}
+		sumsq := e.in(adamState(bad, 1e-3, 3))
+		h := backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Clip: 1}
 		for i, n := range sizes {
 			e.g.AdamW(e.g.Slice(p.g, offs[i], n), e.g.Slice(g.g, offs[i], n), e.g.Slice(m.g, offs[i], n), e.g.Slice(v.g, offs[i], n), sumsq.g, n, h)
 			cpuBE.AdamW(cpuBE.Slice(p.c, offs[i], n), cpuBE.Slice(g.c, offs[i], n), cpuBE.Slice(m.c, offs[i], n), cpuBE.Slice(v.c, offs[i], n), sumsq.c, n, h)
@@ -639,8 +651,8 @@ func TestSplitTensors(t *testing.T) {
 
 	// AdamW over weights, gradients and moments in pieces, against the CPU.
 	w, gr, m1, v1 := e.in(e.randn(n, 1)), e.in(e.randn(n, 0.1)), e.in(e.randn(n, 0.01)), e.in(make([]float32, n))
-	sq := e.in([]float32{4})
-	h := backend.AdamParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1, Step: 3}
+	sq := e.in(adamState(4, 1e-3, 3))
+	h := backend.AdamParams{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Clip: 1}
 	g.AdamW(w.g, gr.g, m1.g, v1.g, sq.g, n, h)
 	cpuBE.AdamW(w.c, gr.c, m1.c, v1.c, sq.c, n, h)
 	e.check("AdamW weights across pieces", w, 1e-6)

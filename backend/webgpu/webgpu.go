@@ -136,6 +136,9 @@ type Backend struct {
 	mm2  *matmulCall  // a second product held with mm, to run in one dispatch with it
 	sum  *addCall     // a residual add held back to run with the layer norm of its result
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
+	// The segment table adamw_multi was last given, and the tensor it was written to.
+	adamTable *tensor
+	adamSegs  []int32
 
 	// window is the most elements a kernel over a whole tensor (Zero, Copy, SumSquares) binds
 	// at once: the device's binding limit, in whole multiples of windowAlign. Longer tensors

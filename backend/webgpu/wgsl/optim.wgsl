@@ -4,18 +4,17 @@
 // (per-thread partial sums, then a tree) into partial[chunk]. sumsq_final: one workgroup adds
 // the partial sums in chunk order into acc[0]. The result does not depend on the device.
 //
-// adamw: the clip scale is read from sumsq[0] on the device, never through the host.
+// adamw: the clip scale is read from the state's sum of squares on the device, never through
+// the host, and so are the step's learning rate and bias corrections (state = [Σg², lr,
+// 1 − β1^t, sqrt(1 − β2^t)], backend.AdamState).
 
 struct Params {
     n: u32,
-    lr: f32,
     beta1: f32,
     beta2: f32,
     eps: f32,
     wd: f32,
     clip: f32,
-    bc1: f32,     // 1 − β1^t
-    bc2sqrt: f32, // sqrt(1 − β2^t)
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
@@ -23,7 +22,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b2: array<f32>; // x       | partial | g
 @group(0) @binding(3) var<storage, read_write> b3: array<f32>; //                   | m
 @group(0) @binding(4) var<storage, read_write> b4: array<f32>; //                   | v
-@group(0) @binding(5) var<storage, read_write> b5: array<f32>; //                   | sumsq
+@group(0) @binding(5) var<storage, read_write> b5: array<f32>; //                   | state
 
 const WG: u32 = 256u;
 const CHUNK: u32 = 4096u;
@@ -87,6 +86,7 @@ fn finite(x: f32) -> bool {
 // infinite):
 //   g ← g·clipScale; m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²
 //   p ← p·(1 − lr·wd) − (lr/bc1)·m / (sqrt(v)/bc2sqrt + ε)
+// with lr, bc1 and bc2sqrt the state's b5[1], b5[2] and b5[3].
 @compute @workgroup_size(256)
 fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     if (!finite(b5[0])) {
@@ -99,15 +99,17 @@ fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
             gscale = prm.clip / (norm + 1e-6);
         }
     }
-    let stepSize = prm.lr / prm.bc1;
-    let decay = 1.0 - prm.lr * prm.wd;
+    let lr = b5[1];
+    let bc2sqrt = b5[3];
+    let stepSize = lr / b5[2];
+    let decay = 1.0 - lr * prm.wd;
     for (var i = id.x; i < prm.n; i += nwg.x * WG) {
         let gi = b2[i] * gscale;
         let mi = prm.beta1 * b3[i] + (1.0 - prm.beta1) * gi;
         let vi = prm.beta2 * b4[i] + (1.0 - prm.beta2) * gi * gi;
         b3[i] = mi;
         b4[i] = vi;
-        let denom = sqrt(vi) / prm.bc2sqrt + prm.eps;
+        let denom = sqrt(vi) / bc2sqrt + prm.eps;
         b1[i] = b1[i] * decay - stepSize * mi / denom;
     }
 }
@@ -133,7 +135,9 @@ fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         }
     }
     let nseg = bitcast<u32>(prm.wd);
-    let stepSize = prm.lr / prm.bc1;
+    let lr = b5[1];
+    let bc2sqrt = b5[3];
+    let stepSize = lr / b5[2];
     for (var e = id.x; e < prm.n; e += nwg.x * WG) {
         var lo = 0u;
         var hi = nseg - 1u;
@@ -156,7 +160,7 @@ fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         let vi = prm.beta2 * b4[vo] + (1.0 - prm.beta2) * gi * gi;
         b3[mo] = mi;
         b4[vo] = vi;
-        let denom = sqrt(vi) / prm.bc2sqrt + prm.eps;
-        b1[pi] = b1[pi] * (1.0 - prm.lr * wd) - stepSize * mi / denom;
+        let denom = sqrt(vi) / bc2sqrt + prm.eps;
+        b1[pi] = b1[pi] * (1.0 - lr * wd) - stepSize * mi / denom;
     }
 }
