@@ -605,9 +605,14 @@ func (be *Backend) Release(t backend.Tensor) {
 var _ backend.Backend = (*Backend)(nil)
 
 // Profile returns what the device did since the last call (dispatches, submits, waits and
-// where the host's time went) and starts counting afresh; per is the number of steps the
-// counts cover, for per-step averages.
+// where the host's time went; with GPU timestamps, tools/gpuprof, how long each dispatch took
+// on the GPU) and starts counting afresh; per is the number of steps the counts cover, for
+// per-step averages.
 func (be *Backend) Profile(per int) string {
+	stamps, err := be.dev.Timestamps(per) // before ResetStats starts them over
+	if err != nil {
+		stamps = fmt.Sprintf("GPU timestamps: %v\n", err)
+	}
 	s := be.dev.Stats()
 	be.dev.ResetStats()
 	per = max(per, 1)
@@ -623,6 +628,9 @@ func (be *Backend) Profile(per int) string {
 	for _, n := range names {
 		kt := s.PerKernel[n]
 		out += fmt.Sprintf("\n    %-32s %5.1f× %8.3f ms  (%.1f µs each)", n, f(kt.N), ms(kt.Time), kt.Time.Seconds()*1e6/float64(kt.N))
+	}
+	if stamps != "" {
+		out += "\n  " + strings.TrimSuffix(stamps, "\n")
 	}
 	return out
 }

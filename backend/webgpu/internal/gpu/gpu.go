@@ -149,6 +149,7 @@ type Device struct {
 
 	stats    Stats
 	syncEach bool
+	stamps   *stampLog // with TimestampsEnv set (stamps.go)
 }
 
 // Stats counts what the device did, for finding where a step's time goes.
@@ -183,7 +184,12 @@ func (d *Device) SyncEach(on bool) { d.syncEach = on }
 func (d *Device) Stats() Stats { return d.stats }
 
 // ResetStats zeroes the counts.
-func (d *Device) ResetStats() { d.stats = Stats{} }
+func (d *Device) ResetStats() {
+	d.stats = Stats{}
+	if d.stamps != nil {
+		d.restartStamps()
+	}
+}
 
 func init() {
 	// The binding logs resource-lifetime warnings (buffers left to the garbage collector) at
@@ -283,6 +289,12 @@ func Open() (d *Device, err error) {
 	if err := d.ownKernels(); err != nil {
 		d.Close()
 		return nil, err
+	}
+	if os.Getenv(TimestampsEnv) != "" {
+		if err := startStamps(d); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("%s: %w", TimestampsEnv, err)
+		}
 	}
 	return d, nil
 }
@@ -1025,6 +1037,9 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 		}
 		d.pass = p
 	}
+	if d.stamps != nil {
+		d.stamps.dispatch(k.Name, d.pending == 0)
+	}
 	d.pending++
 	d.pass.SetPipeline(k.pipe)
 	d.pass.SetBindGroup(0, g, nil)
@@ -1241,6 +1256,9 @@ func (d *Device) Flush() error {
 		return nil
 	}
 	d.endPass()
+	if d.stamps != nil {
+		d.stamps.flush(d.pending, len(d.paramBytes) > 0 || len(d.upBytes) > 0)
+	}
 	// Both arenas are uniform buffers: the binding submits queued writes to them ahead of the
 	// stream in the same submit, with a barrier that makes them visible to uniform reads.
 	if len(d.paramBytes) > 0 {
