@@ -632,7 +632,7 @@ func (be *Backend) SumSquares(acc, x backend.Tensor, n int) {
 // comes (see settle). The arithmetic per element is the same as one call's.
 // Tensors split in pieces (see SegmentLen) are updated piece by piece; the four must be split
 // at the same elements, as views of tensors of one layout are.
-func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.AdamParams) {
+func (be *Backend) AdamW(p, g, m, v, state backend.Tensor, n int, h backend.AdamParams) {
 	if n == 0 {
 		return
 	}
@@ -646,13 +646,13 @@ func (be *Backend) AdamW(p, g, m, v, sumsq backend.Tensor, n int, h backend.Adam
 			}
 			views[i] = ps[0].t
 		}
-		be.adamW(pp.t, views[0], views[1], views[2], ten(sumsq), pp.t.n, h)
+		be.adamW(pp.t, views[0], views[1], views[2], ten(state), pp.t.n, h)
 	}
 }
 
 // adamW gathers one AdamW call on tensors that lie in one buffer each.
-func (be *Backend) adamW(p, g, m, v, sumsq *tensor, n int, h backend.AdamParams) {
-	u := adamUpdate{p: p, g: g, m: m, v: v, sumsq: sumsq, n: n, h: h}
+func (be *Backend) adamW(p, g, m, v, state *tensor, n int, h backend.AdamParams) {
+	u := adamUpdate{p: p, g: g, m: m, v: v, state: state, n: n, h: h}
 	if len(be.adam) == 0 || !be.adam[0].joins(u) {
 		be.settle() // whatever is held back, and a gathering this update does not join
 	}
@@ -661,7 +661,7 @@ func (be *Backend) adamW(p, g, m, v, sumsq *tensor, n int, h backend.AdamParams)
 
 // adamUpdate is one gathered AdamW call.
 type adamUpdate struct {
-	p, g, m, v, sumsq *tensor
+	p, g, m, v, state *tensor
 	n                 int
 	h                 backend.AdamParams
 }
@@ -671,7 +671,7 @@ func (a adamUpdate) joins(u adamUpdate) bool {
 	ha, hu := a.h, u.h
 	ha.WeightDecay, hu.WeightDecay = 0, 0
 	return ha == hu && a.p.buf == u.p.buf && a.g.buf == u.g.buf && a.m.buf == u.m.buf && a.v.buf == u.v.buf &&
-		same(a.sumsq, u.sumsq)
+		same(a.state, u.state)
 }
 
 // adamParams is the parameter block of adamw and adamw_multi: the same at every step (the
@@ -711,7 +711,7 @@ func (be *Backend) settle() {
 	if len(us) == 1 || !fits {
 		for _, u := range us {
 			be.run(be.kernel("optim", "adamw", 5, 0), adamParams(u.h, u.n, f32(u.h.WeightDecay)),
-				[]*tensor{u.p, u.g, u.m, u.v, u.sumsq}, be.elemGroups(u.n), 1)
+				[]*tensor{u.p, u.g, u.m, u.v, u.state}, be.elemGroups(u.n), 1)
 		}
 		return
 	}
@@ -730,7 +730,7 @@ func (be *Backend) settle() {
 		be.adamTable, be.adamSegs = table, append(be.adamSegs[:0], segs...)
 	}
 	be.run(be.kernel("optim", "adamw_multi", 6, 0), adamParams(u0.h, total, uint32(len(us))),
-		[]*tensor{whole(u0.p), whole(u0.g), whole(u0.m), whole(u0.v), u0.sumsq, table}, be.elemGroups(total), 1)
+		[]*tensor{whole(u0.p), whole(u0.g), whole(u0.m), whole(u0.v), u0.state, table}, be.elemGroups(total), 1)
 }
 
 // scratchTensor returns the backend's scratch tensor name with room for n elements.

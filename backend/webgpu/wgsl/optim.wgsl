@@ -87,11 +87,18 @@ fn finite(x: f32) -> bool {
 //   g ← g·clipScale; m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²
 //   p ← p·(1 − lr·wd) − (lr/bc1)·m / (sqrt(v)/bc2sqrt + ε)
 // with lr, bc1 and bc2sqrt the state's b5[1], b5[2] and b5[3].
-@compute @workgroup_size(256)
-fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    if (!finite(b5[0])) {
-        return;
-    }
+
+// AdamStep holds what every element of a step's update uses.
+struct AdamStep {
+    gscale: f32,   // the gradients' clip factor
+    lr: f32,
+    stepSize: f32, // lr / bc1
+    bc2sqrt: f32,
+}
+
+// adamStep reads the step's values from the state: the clip scale Clip/(norm+1e-6) when the
+// global norm sqrt(b5[0]) exceeds Clip (else 1), the learning rate and the bias corrections.
+fn adamStep() -> AdamStep {
     var gscale = 1.0;
     if (prm.clip > 0.0) {
         let norm = sqrt(b5[0]);
@@ -99,18 +106,29 @@ fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
             gscale = prm.clip / (norm + 1e-6);
         }
     }
-    let lr = b5[1];
-    let bc2sqrt = b5[3];
-    let stepSize = lr / b5[2];
-    let decay = 1.0 - lr * prm.wd;
+    return AdamStep(gscale, b5[1], b5[1] / b5[2], b5[3]);
+}
+
+// adamElement updates one parameter (at pi in b1, its gradient at gi in b2, its moments at mo
+// in b3 and vo in b4) with weight decay wd.
+fn adamElement(pi: u32, gi: u32, mo: u32, vo: u32, s: AdamStep, wd: f32) {
+    let g = b2[gi] * s.gscale;
+    let m = prm.beta1 * b3[mo] + (1.0 - prm.beta1) * g;
+    let v = prm.beta2 * b4[vo] + (1.0 - prm.beta2) * g * g;
+    b3[mo] = m;
+    b4[vo] = v;
+    let denom = sqrt(v) / s.bc2sqrt + prm.eps;
+    b1[pi] = b1[pi] * (1.0 - s.lr * wd) - s.stepSize * m / denom;
+}
+
+@compute @workgroup_size(256)
+fn adamw(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    if (!finite(b5[0])) {
+        return;
+    }
+    let s = adamStep();
     for (var i = id.x; i < prm.n; i += nwg.x * WG) {
-        let gi = b2[i] * gscale;
-        let mi = prm.beta1 * b3[i] + (1.0 - prm.beta1) * gi;
-        let vi = prm.beta2 * b4[i] + (1.0 - prm.beta2) * gi * gi;
-        b3[i] = mi;
-        b4[i] = vi;
-        let denom = sqrt(vi) / bc2sqrt + prm.eps;
-        b1[i] = b1[i] * decay - stepSize * mi / denom;
+        adamElement(i, i, i, i, s, prm.wd);
     }
 }
 
@@ -127,17 +145,8 @@ fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     if (!finite(b5[0])) {
         return;
     }
-    var gscale = 1.0;
-    if (prm.clip > 0.0) {
-        let norm = sqrt(b5[0]);
-        if (norm > prm.clip) {
-            gscale = prm.clip / (norm + 1e-6);
-        }
-    }
+    let st = adamStep();
     let nseg = bitcast<u32>(prm.wd);
-    let lr = b5[1];
-    let bc2sqrt = b5[3];
-    let stepSize = lr / b5[2];
     for (var e = id.x; e < prm.n; e += nwg.x * WG) {
         var lo = 0u;
         var hi = nseg - 1u;
@@ -151,16 +160,7 @@ fn adamw_multi(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         }
         let s = lo * 8u;
         let k = e - segs[s + 4u];
-        let wd = bitcast<f32>(segs[s + 6u]);
-        let pi = segs[s] + k;
-        let gi = b2[segs[s + 1u] + k] * gscale;
-        let mo = segs[s + 2u] + k;
-        let vo = segs[s + 3u] + k;
-        let mi = prm.beta1 * b3[mo] + (1.0 - prm.beta1) * gi;
-        let vi = prm.beta2 * b4[vo] + (1.0 - prm.beta2) * gi * gi;
-        b3[mo] = mi;
-        b4[vo] = vi;
-        let denom = sqrt(vi) / bc2sqrt + prm.eps;
-        b1[pi] = b1[pi] * (1.0 - lr * wd) - stepSize * mi / denom;
+        adamElement(segs[s] + k, segs[s + 1u] + k, segs[s + 2u] + k, segs[s + 3u] + k, st,
+            bitcast<f32>(segs[s + 6u]));
     }
 }
