@@ -85,6 +85,25 @@ func AdamState(lr, beta1, beta2 float32, t int) [AdamStateLen]float32 {
 	return [AdamStateLen]float32{0, lr, bc1, bc2sqrt}
 }
 
+// SeedWords is the number of int32 elements one dropout seed takes in a seeds tensor.
+const SeedWords = 2
+
+// PutSeed stores seed as entry site of the host copy of a seeds tensor (see Backend.Dropout):
+// its low 32 bits at words[2·site] and its high 32 bits at words[2·site+1].
+//
+// Dropout reads its seed from device data, not from an argument, for the reason AdamState
+// gives: a pass's seeds are written once, with its first commands, while kernels' arguments
+// stay the same from step to step.
+func PutSeed(words []int32, site int, seed uint64) {
+	words[SeedWords*site] = int32(uint32(seed))
+	words[SeedWords*site+1] = int32(uint32(seed >> 32))
+}
+
+// Seed returns entry site of the host copy of a seeds tensor, as PutSeed stored it.
+func Seed(words []int32, site int) uint64 {
+	return uint64(uint32(words[SeedWords*site])) | uint64(uint32(words[SeedWords*site+1]))<<32
+}
+
 // Backend is a set of kernels and the memory they work on.
 //
 // A Backend is not safe for concurrent use by several goroutines; make one per goroutine (they
@@ -145,14 +164,14 @@ type Backend interface {
 	// sum, g, bias) over N rows of C.
 	AddLayerNorm(sum, out, mean, rstd, a, b, g, bias Tensor, N, C int)
 	// LinearAddLayerNorm is the end of a residual branch and the next sublayer's normalisation:
-	// y = Dropout(in·w + bias) (Linear without GELU, then Dropout with p and seed), then
+	// y = Dropout(in·w + bias) (Linear without GELU, then Dropout with p, seeds and site), then
 	// AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC). y itself is not kept; sum must
 	// not be x.
-	LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b Tensor, N, IC, OC int, p float32, seed uint64)
+	LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b Tensor, N, IC, OC int, p float32, seeds Tensor, site int)
 	// MLPAddLayerNorm is the MLP branch and the normalisation after it: Linear(grad, act, in,
 	// w1, b1, N, C, F) with its GELU (act = GELU(h), grad = GELU'(h) for h = in·w1 + b1), then
-	// LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed).
-	MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b Tensor, N, C, F int, p float32, seed uint64)
+	// LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seeds, site).
+	MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b Tensor, N, C, F int, p float32, seeds Tensor, site int)
 	// LayerNormBackward adds the input gradient into din and the parameter gradients into dg, db.
 	LayerNormBackward(din, dg, db, dout, in, g, mean, rstd Tensor, N, C int)
 
@@ -193,10 +212,12 @@ type Backend interface {
 	Mul(out, a, b Tensor, n int)
 
 	// Dropout: out = in·keep/(1−p), where keep for element i is a fixed hash of (seed, i), so the
-	// backward pass and every backend draw the same mask. p = 0 copies.
-	Dropout(out, in Tensor, n int, p float32, seed uint64)
+	// backward pass and every backend draw the same mask. seed is entry site of the int32
+	// tensor seeds (see PutSeed), which the caller writes once for all of a pass's dropouts.
+	// out may be in. p = 0 copies and reads no seed.
+	Dropout(out, in Tensor, n int, p float32, seeds Tensor, site int)
 	// DropoutBackward overwrites din with dout·keep/(1−p), the same mask as Dropout.
-	DropoutBackward(din, dout Tensor, n int, p float32, seed uint64)
+	DropoutBackward(din, dout Tensor, n int, p float32, seeds Tensor, site int)
 
 	// Attention is causal multi-head self-attention with NH heads and scale 1/sqrt(C/NH) over
 	// qkv [B·T, 3C], whose column blocks are q, k and v (the output of the attention's one

@@ -103,26 +103,27 @@ func (m *Model) Download(t backend.Tensor) []float32 {
 // workspace holds the activations of one forward pass of B sequences of up to T tokens, and
 // (when built for training) the gradient scratch of its backward pass.
 type workspace struct {
-	B, T        int
-	train       bool
-	tokens      backend.Tensor // int32 [B·T]
-	targets     backend.Tensor // int32 [B·T]
-	res         []backend.Tensor
-	layers      []layerActs
-	lnf         backend.Tensor
-	lnfMean     backend.Tensor
-	lnfRstd     backend.Tensor
-	logits      backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
-	losses      backend.Tensor // [B·T]
-	hasLoss     bool           // losses holds a training pass's losses (backward keeps them)
-	lossHost    []float32
-	dres, dtmp  backend.Tensor // [B·T, C]
-	dln         backend.Tensor
-	dqkv        backend.Tensor // [B·T, 3C]: dq, dk and dv as column blocks
-	dfch        backend.Tensor // [B·T, DMlp]
-	dropoutP    float32
-	dropoutSeed uint64
-	ran         bool // a training forward has run and not yet been used by Backward
+	B, T       int
+	train      bool
+	tokens     backend.Tensor // int32 [B·T]
+	targets    backend.Tensor // int32 [B·T]
+	res        []backend.Tensor
+	layers     []layerActs
+	lnf        backend.Tensor
+	lnfMean    backend.Tensor
+	lnfRstd    backend.Tensor
+	logits     backend.Tensor // [B·T, V]; the training pass overwrites it with its gradient
+	losses     backend.Tensor // [B·T]
+	hasLoss    bool           // losses holds a training pass's losses (backward keeps them)
+	lossHost   []float32
+	dres, dtmp backend.Tensor // [B·T, C]
+	dln        backend.Tensor
+	dqkv       backend.Tensor // [B·T, 3C]: dq, dk and dv as column blocks
+	dfch       backend.Tensor // [B·T, DMlp]
+	dropoutP   float32
+	seeds      backend.Tensor // int32: the pass's dropout seeds, one per site (dropoutSite)
+	seedHost   []int32
+	ran        bool // a training forward has run and not yet been used by Backward
 }
 
 // layerActs are one block's saved activations.
@@ -165,6 +166,8 @@ func (m *Model) newWorkspace(B, T int, train bool) *workspace {
 		ws.dln = be.Alloc(N * C)
 		ws.dqkv = be.Alloc(N * 3 * C)
 		ws.dfch = be.Alloc(N * c.DMlp)
+		ws.seedHost = make([]int32, backend.SeedWords*dropoutSites*c.Layers)
+		ws.seeds = be.AllocInt(len(ws.seedHost))
 	}
 	return ws
 }
@@ -306,15 +309,31 @@ func (ws *workspace) meanLoss(be backend.Backend) float64 {
 	return s / float64(n)
 }
 
-// dropout sites: each gets its own mask seed.
+// Dropout sites: each gets its own mask seed. The embeddings' site is layer 0's only.
 const (
 	siteEmbedding = iota
 	siteAttention
 	siteMLP
+	dropoutSites // sites per layer
 )
 
+// dropoutSeed is the mask seed of a pass with the given seed at a layer's site.
 func dropoutSeed(seed uint64, layer, site int) uint64 {
 	return Mix64(seed ^ Mix64(uint64(layer)<<8|uint64(site)+1))
+}
+
+// dropoutSite is the entry of a workspace's seeds that holds a layer's site's mask seed.
+func dropoutSite(layer, site int) int { return layer*dropoutSites + site }
+
+// putSeeds writes the mask seeds of a pass with the given seed to ws.seeds, all at once
+// before its kernels (see backend.PutSeed).
+func (ws *workspace) putSeeds(be backend.Backend, seed uint64) {
+	for l := range len(ws.seedHost) / (backend.SeedWords * dropoutSites) {
+		for site := range dropoutSites {
+			backend.PutSeed(ws.seedHost, dropoutSite(l, site), dropoutSeed(seed, l, site))
+		}
+	}
+	be.UploadInt(ws.seeds, ws.seedHost)
 }
 
 // linear computes out = in·W + b for N rows, in [N, IC], W [IC, OC].
@@ -329,17 +348,20 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64, grad
 	be, c := m.be, m.Config
 	B, T, C, NH, F := batch.B, batch.T, c.DModel, c.Heads, c.DMlp
 	N := B * T
-	ws.dropoutP, ws.dropoutSeed = p, seed
+	ws.dropoutP = p
 	be.UploadInt(ws.tokens, batch.Inputs)
 	if batch.Targets != nil {
 		be.UploadInt(ws.targets, batch.Targets)
+	}
+	if p > 0 {
+		ws.putSeeds(be, seed)
 	}
 	w := &m.wv
 
 	// Embeddings, and the first layer's LayerNorm of them. Each residual add below is computed
 	// together with the LayerNorm that follows it.
 	be.Encoder(ws.res[0], ws.tokens, w.wte, w.wpe, B, T, 0, C)
-	be.Dropout(ws.res[0], ws.res[0], N*C, p, dropoutSeed(seed, 0, siteEmbedding))
+	be.Dropout(ws.res[0], ws.res[0], N*C, p, ws.seeds, dropoutSite(0, siteEmbedding))
 	out, mean, rstd, g, b := m.normAfter(ws, -1)
 	be.LayerNorm(out, mean, rstd, ws.res[0], g, b, N, C)
 
@@ -348,11 +370,11 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64, grad
 		// Attention branch: res2 = x + dropout(o_proj(attn(LN1(x)))), LN1(x) in a.ln1.
 		be.QKVAttention(a.qkv, a.att, a.attLSE, a.ln1, lw.wqkv, lw.bqkv, B, T, C, NH)
 		be.LinearAddLayerNorm(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, a.att, lw.wo, lw.bo, x, lw.ln2G, lw.ln2B,
-			N, C, C, p, dropoutSeed(seed, l, siteAttention))
+			N, C, C, p, ws.seeds, dropoutSite(l, siteAttention))
 		// MLP branch: res2 + dropout(fc_out(GELU(fc_in(LN2(res2))))); fch gets GELU' for backward.
 		out, mean, rstd, g, b = m.normAfter(ws, l)
 		be.MLPAddLayerNorm(ws.res[l+1], out, mean, rstd, a.fch, a.fchGELU, a.ln2, lw.fcW, lw.fcB, lw.prW, lw.prB,
-			a.res2, g, b, N, C, F, p, dropoutSeed(seed, l, siteMLP))
+			a.res2, g, b, N, C, F, p, ws.seeds, dropoutSite(l, siteMLP))
 	}
 
 	// The head tied to the token embedding: logits = LN(x)·wteᵀ, LN(x) in ws.lnf.
@@ -391,7 +413,7 @@ func (m *Model) Backward() error {
 	be, c := m.be, m.Config
 	B, T, C, NH, F := ws.B, ws.T, c.DModel, c.Heads, c.DMlp
 	N := B * T
-	p, seed := ws.dropoutP, ws.dropoutSeed
+	p := ws.dropoutP
 	w, g := &m.wv, &m.gv
 
 	// Head and final LayerNorm. ws.logits holds dloss/dlogits.
@@ -405,7 +427,7 @@ func (m *Model) Backward() error {
 		if p == 0 {
 			return d
 		}
-		be.DropoutBackward(ws.dtmp, d, N*C, p, dropoutSeed(seed, layer, site))
+		be.DropoutBackward(ws.dtmp, d, N*C, p, ws.seeds, dropoutSite(layer, site))
 		return ws.dtmp
 	}
 

@@ -61,9 +61,9 @@ func (b *timedBackend) LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, 
 	defer b.time(fmt.Sprintf("LinearLayerNormBackward %dx%dx%d", N, IC, OC), time.Now())
 	b.Backend.LinearLayerNormBackward(din, dw, dbias, dout, in, w, dx, dg, db, x, g, mean, rstd, N, IC, OC)
 }
-func (b *timedBackend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+func (b *timedBackend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb backend.Tensor, N, IC, OC int, p float32, seeds backend.Tensor, site int) {
 	defer b.time(fmt.Sprintf("LinearAddLayerNorm %dx%dx%d", N, OC, IC), time.Now())
-	b.Backend.LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb, N, IC, OC, p, seed)
+	b.Backend.LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, bb, N, IC, OC, p, seeds, site)
 }
 func (b *timedBackend) QKVAttention(qkv, out, lse, in, w, bias backend.Tensor, B, T, C, NH int) {
 	defer b.time("QKVAttention", time.Now())
@@ -73,9 +73,9 @@ func (b *timedBackend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qk
 	defer b.time("LinearAttentionBackward", time.Now())
 	b.Backend.LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, lse, B, T, C, NH)
 }
-func (b *timedBackend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb backend.Tensor, N, C, F int, p float32, seed uint64) {
+func (b *timedBackend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb backend.Tensor, N, C, F int, p float32, seeds backend.Tensor, site int) {
 	defer b.time(fmt.Sprintf("MLPAddLayerNorm %dx%dx%d", N, C, F), time.Now())
-	b.Backend.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, p, seed)
+	b.Backend.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, p, seeds, site)
 }
 func (b *timedBackend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 	defer b.time("BiasBackward", time.Now())
@@ -89,13 +89,13 @@ func (b *timedBackend) Add(out, x, y backend.Tensor, n int) {
 	defer b.time("Add", time.Now())
 	b.Backend.Add(out, x, y, n)
 }
-func (b *timedBackend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+func (b *timedBackend) Dropout(out, in backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
 	defer b.time("Dropout", time.Now())
-	b.Backend.Dropout(out, in, n, p, seed)
+	b.Backend.Dropout(out, in, n, p, seeds, site)
 }
-func (b *timedBackend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
+func (b *timedBackend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
 	defer b.time("DropoutBackward", time.Now())
-	b.Backend.DropoutBackward(din, dout, n, p, seed)
+	b.Backend.DropoutBackward(din, dout, n, p, seeds, site)
 }
 func (b *timedBackend) Mul(out, x, y backend.Tensor, n int) {
 	defer b.time("Mul", time.Now())

@@ -234,11 +234,11 @@ func BenchmarkMLP(b *testing.B) {
 			b.Run(fmt.Sprintf("%dx%dx%d/fused=%v", N, C, F, fused), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					if fused {
-						be.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, 0, 1)
+						be.MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, bb, N, C, F, 0, nil, 0)
 						continue
 					}
 					be.Linear(grad, act, in, w1, b1, N, C, F)
-					be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, bb, N, F, C, 0, 1)
+					be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, bb, N, F, C, 0, nil, 0)
 				}
 				b.ReportMetric(float64(4*N*C*F)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})

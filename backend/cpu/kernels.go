@@ -132,9 +132,9 @@ func (be *Backend) AddLayerNorm(sum, out, mean, rstd, a, b, g, bias backend.Tens
 // of whole rows, and each tile goes through the dropout, the residual add and the LayerNorm
 // (see layerNormTask) as soon as it is complete, on the core that computed it. The same bits
 // as Linear, Dropout and AddLayerNorm one after the other.
-func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seeds backend.Tensor, site int) {
 	s := f32(sum)[:N*OC]
-	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, OC, p, seed)
+	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, OC, p, seedAt(seeds, site, p))
 	be.matmul(s, f32(in)[:N*IC], f32(w)[:IC*OC], epilogue{bias: f32(bias)[:OC], ln: ln}, N, OC, IC, backend.NN, false)
 }
 
@@ -154,10 +154,10 @@ func (be *Backend) addLayerNorm(sum, branch []float32, out, mean, rstd, x, g, b 
 // that computed its GELU, while the block is still in its cache. Both weights are packed once,
 // in one loop, before. Weights too large to stay in a core's cache together run as the two
 // calls (see chainMaxFloats). The same bits as the two calls.
-func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seed uint64) {
+func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seeds backend.Tensor, site int) {
 	if be.pool.workers == 1 || N < 2 || 2*C*F > chainMaxFloats {
 		be.Linear(grad, act, in, w1, b1, N, C, F)
-		be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed)
+		be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seeds, site)
 		return
 	}
 	nr := be.kern.nr
@@ -173,7 +173,7 @@ func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, 
 	be.pool.Run(grp, grp.n, 1, grp.cost())
 
 	s, a := f32(sum)[:N*C], f32(act)[:N*F]
-	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, C, p, seed)
+	ln := be.addLayerNorm(s, s, out, mean, rstd, x, g, b, N, C, p, seedAt(seeds, site, p))
 	first, second := &be.mm, &be.mm2
 	*first = matmulTask{be: be, c: f32(grad)[:N*F], a: f32(in)[:N*C], b: panels1, M: N, N: F, K: C, rs: C, ks: 1,
 		epilogue: epilogue{bias: f32(b1)[:F], act: a}}
@@ -497,20 +497,29 @@ func (be *Backend) Add(out, a, b backend.Tensor, n int) {
 }
 
 // Dropout implements backend.Backend.
-func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
 	if p == 0 {
 		copy(f32(out)[:n], f32(in)[:n])
 		return
 	}
 	t := &be.elem
-	*t = elemTask{op: opDropout, out: f32(out)[:n], a: f32(in)[:n], p: p, seed: seed}
+	*t = elemTask{op: opDropout, out: f32(out)[:n], a: f32(in)[:n], p: p, seed: seedAt(seeds, site, p)}
 	be.pool.Run(t, n, elemChunk, 4)
 }
 
 // DropoutBackward implements backend.Backend. The mask is the same function of (seed, i) as in
 // Dropout, so the backward pass is the forward pass applied to the gradient.
-func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
-	be.Dropout(din, dout, n, p, seed)
+func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
+	be.Dropout(din, dout, n, p, seeds, site)
+}
+
+// seedAt returns the dropout seed of site in seeds, or 0 when p is 0 (no dropout: seeds is
+// not read and may be nil).
+func seedAt(seeds backend.Tensor, site int, p float32) uint64 {
+	if p == 0 {
+		return 0
+	}
+	return backend.Seed(i32(seeds), site)
 }
 
 func (t *elemTask) run(_, lo, hi int) {

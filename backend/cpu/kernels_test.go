@@ -525,6 +525,17 @@ func TestGELU(t *testing.T) {
 	assertClose(t, "gelu'", download(be, din), want, 1e-6)
 }
 
+// seedsTensor returns a seeds tensor (backend.PutSeed) of the given sites' seeds.
+func seedsTensor(be backend.Backend, s ...uint64) backend.Tensor {
+	w := make([]int32, backend.SeedWords*len(s))
+	for i, v := range s {
+		backend.PutSeed(w, i, v)
+	}
+	t := be.AllocInt(len(w))
+	be.UploadInt(t, w)
+	return t
+}
+
 func TestDropout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	be := New()
@@ -532,10 +543,19 @@ func TestDropout(t *testing.T) {
 	x := round64(randVec(rng, n, 1))
 	p := float32(0.25)
 	out := be.Alloc(n)
-	be.Dropout(out, upload(be, x), n, p, 99)
+	// Site 1's seed has both halves set; the mask is DropoutKeep's for it, not site 0's.
+	seed := uint64(0x9E3779B97F4A7C15)
+	seeds := seedsTensor(be, 99, seed)
+	be.Dropout(out, upload(be, x), n, p, seeds, 1)
 	got := download(be, out)
-	zeros := 0
+	zeros, other := 0, 0
 	for i, v := range got {
+		if keep := DropoutKeep(seed, uint64(i), p); keep != (v != 0 || x[i] == 0) {
+			t.Fatalf("element %d = %v: kept %v, DropoutKeep says %v", i, v, v != 0, keep)
+		}
+		if DropoutKeep(seed, uint64(i), p) != DropoutKeep(99, uint64(i), p) {
+			other++
+		}
 		switch {
 		case v == 0:
 			zeros++
@@ -543,13 +563,16 @@ func TestDropout(t *testing.T) {
 			t.Fatalf("kept element %d = %v, want %v", i, v, x[i]/0.75)
 		}
 	}
+	if other < n/10 {
+		t.Errorf("sites 0 and 1 differ in %d of %d elements", other, n)
+	}
 	if frac := float64(zeros) / float64(n); math.Abs(frac-0.25) > 0.02 {
 		t.Errorf("dropped %.3f of elements, want 0.25", frac)
 	}
 	// The backward pass uses the same mask: d(Σ r·out)/dx = r·keep/(1−p).
 	r := randVec(rng, n, 1)
 	din := be.Alloc(n)
-	be.DropoutBackward(din, upload(be, r), n, p, 99)
+	be.DropoutBackward(din, upload(be, r), n, p, seeds, 1)
 	dg := download(be, din)
 	for i := range dg {
 		keep := got[i] != 0 || x[i] == 0
@@ -562,7 +585,7 @@ func TestDropout(t *testing.T) {
 		}
 	}
 	// p = 0 is the identity.
-	be.Dropout(out, upload(be, x), n, 0, 99)
+	be.Dropout(out, upload(be, x), n, 0, nil, 0)
 	assertClose(t, "p=0", download(be, out), x, 0)
 }
 
@@ -1264,6 +1287,7 @@ func TestLinearLayerNormBackwardMatchesSeparateCalls(t *testing.T) {
 // (70) and a single row.
 func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 46))
+	seeds := seedsTensor(New(), 76, 77)
 	for _, k := range kernels() {
 		for _, s := range [][3]int{{1536, 192, 192}, {1536, 768, 192}, {97, 40, 70}, {50, 300, 96}, {1, 30, 48}} {
 			N, IC, OC := s[0], s[1], s[2]
@@ -1275,11 +1299,11 @@ func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 					r := [4]backend.Tensor{be.Alloc(N * OC), be.Alloc(N * OC), be.Alloc(N), be.Alloc(N)}
 					it, wt, bt, xt, gt, bb := upload(be, in), upload(be, w), upload(be, bias), upload(be, x), upload(be, g), upload(be, b)
 					if fused {
-						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], it, wt, bt, xt, gt, bb, N, IC, OC, p, 77)
+						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], it, wt, bt, xt, gt, bb, N, IC, OC, p, seeds, 1)
 					} else {
 						y := be.Alloc(N * OC)
 						be.Linear(y, nil, it, wt, bt, N, IC, OC)
-						be.Dropout(y, y, N*OC, p, 77)
+						be.Dropout(y, y, N*OC, p, seeds, 1)
 						be.AddLayerNorm(r[0], r[1], r[2], r[3], xt, y, gt, bb, N, OC)
 					}
 					return [][]float32{f32(r[0]), f32(r[1]), f32(r[2]), f32(r[3])}
@@ -1296,6 +1320,7 @@ func TestLinearAddLayerNormMatchesSeparateCalls(t *testing.T) {
 // without whole vectors, a single row, and weights too large to run by blocks (C 256, F 1024).
 func TestMLPAddLayerNormMatchesSeparateCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(49, 50))
+	seeds := seedsTensor(New(), 78)
 	for _, k := range kernels() {
 		for _, s := range [][3]int{{1536, 192, 768}, {97, 40, 70}, {50, 96, 300}, {30, 13, 20}, {1, 30, 48}, {40, 256, 1024}} {
 			N, C, F := s[0], s[1], s[2]
@@ -1309,10 +1334,10 @@ func TestMLPAddLayerNormMatchesSeparateCalls(t *testing.T) {
 					it, w1t, b1t, w2t, b2t := upload(be, in), upload(be, w1), upload(be, b1), upload(be, w2), upload(be, b2)
 					xt, gt, bt := upload(be, x), upload(be, g), upload(be, b)
 					if fused {
-						be.MLPAddLayerNorm(r[0], r[1], r[2], r[3], r[4], r[5], it, w1t, b1t, w2t, b2t, xt, gt, bt, N, C, F, p, 78)
+						be.MLPAddLayerNorm(r[0], r[1], r[2], r[3], r[4], r[5], it, w1t, b1t, w2t, b2t, xt, gt, bt, N, C, F, p, seeds, 0)
 					} else {
 						be.Linear(r[4], r[5], it, w1t, b1t, N, C, F)
-						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], r[5], w2t, b2t, xt, gt, bt, N, F, C, p, 78)
+						be.LinearAddLayerNorm(r[0], r[1], r[2], r[3], r[5], w2t, b2t, xt, gt, bt, N, F, C, p, seeds, 0)
 					}
 					out := make([][]float32, len(r))
 					for i := range r {

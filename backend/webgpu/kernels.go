@@ -419,8 +419,10 @@ type addCall struct {
 	n         int
 }
 
-// Dropout implements backend.Backend.
-func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64) {
+// Dropout implements backend.Backend. The seed is read from seeds on the device, so that the
+// kernel's parameters are the same at every step (see backend.PutSeed). In place it is one
+// kernel, dropout_into.
+func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
 	o, i := ten(out), ten(in)
 	if p == 0 {
 		if !same(o, i) {
@@ -428,12 +430,23 @@ func (be *Backend) Dropout(out, in backend.Tensor, n int, p float32, seed uint64
 		}
 		return
 	}
-	be.elementwise("dropout", []uint32{uint32(n), 0, 0, 0, f32(p), uint32(seed), uint32(seed >> 32)}, o, i, nil, n)
+	if n == 0 {
+		return
+	}
+	entry := "dropout"
+	switch {
+	case same(o, i):
+		entry, i = "dropout_into", be.unused(2)
+	case overlaps(o, i):
+		i = be.copyToScratch("dropout input", i, n)
+	}
+	be.run(be.kernel("elementwise", entry, 4, 0), []uint32{uint32(n), 0, 0, 0, f32(p), uint32(site)},
+		[]*tensor{o, i, be.unused(3), ten(seeds)}, be.elemGroups(n), 1)
 }
 
 // DropoutBackward implements backend.Backend: the same mask applied to the gradient.
-func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seed uint64) {
-	be.Dropout(din, dout, n, p, seed)
+func (be *Backend) DropoutBackward(din, dout backend.Tensor, n int, p float32, seeds backend.Tensor, site int) {
+	be.Dropout(din, dout, n, p, seeds, site)
 }
 
 // attnParams packs attention.wgsl's Params.
@@ -470,10 +483,10 @@ func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs *
 
 // LinearAddLayerNorm implements backend.Backend: Linear and Dropout into a scratch tensor, then
 // AddLayerNorm.
-func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seed uint64) {
+func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seeds backend.Tensor, site int) {
 	y := be.scratchTensor("branch output", N*OC)
 	be.Linear(y, nil, in, w, bias, N, IC, OC)
-	be.Dropout(y, y, N*OC, p, seed)
+	be.Dropout(y, y, N*OC, p, seeds, site)
 	be.AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC)
 }
 
@@ -486,9 +499,9 @@ func (be *Backend) LinearAttentionBackward(dqkv, dw, dbias, dout, out, w, qkv, l
 }
 
 // MLPAddLayerNorm implements backend.Backend as the kernels of its two calls.
-func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seed uint64) {
+func (be *Backend) MLPAddLayerNorm(sum, out, mean, rstd, grad, act, in, w1, b1, w2, b2, x, g, b backend.Tensor, N, C, F int, p float32, seeds backend.Tensor, site int) {
 	be.Linear(grad, act, in, w1, b1, N, C, F)
-	be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seed)
+	be.LinearAddLayerNorm(sum, out, mean, rstd, act, w2, b2, x, g, b, N, F, C, p, seeds, site)
 }
 
 // QKVAttention implements backend.Backend: the projection and the attention are two kernels

@@ -322,23 +322,36 @@ func TestBiasGELUAdd(t *testing.T) {
 	}
 }
 
+// seeds returns a seeds tensor (backend.PutSeed) of the given sites' seeds.
+func (e *env) seeds(s ...uint64) pair {
+	w := make([]int32, backend.SeedWords*len(s))
+	for i, v := range s {
+		backend.PutSeed(w, i, v)
+	}
+	return e.ints(w)
+}
+
+// Dropout draws the CPU's mask exactly, out of place, in place and backward, for each site of
+// a seeds tensor (the seed read from the device, both halves of it).
 func TestDropout(t *testing.T) {
 	e := newEnv(t, 5)
+	seeds := []uint64{0, 42, 0xDEADBEEFCAFEF00D, 1 << 40}
+	st := e.seeds(seeds...)
 	for _, p := range []float32{0, 0.1, 0.5} {
-		for _, seed := range []uint64{0, 42, 0xDEADBEEFCAFEF00D} {
+		for site, seed := range seeds {
 			n := 5000
 			x := e.in(e.randn(n, 1))
 			y := e.out(n)
-			e.g.Dropout(y.g, x.g, n, p, seed)
-			cpuBE.Dropout(y.c, x.c, n, p, seed)
+			e.g.Dropout(y.g, x.g, n, p, st.g, site)
+			cpuBE.Dropout(y.c, x.c, n, p, st.c, site)
 			e.check(fmt.Sprintf("dropout p=%v seed=%x", p, seed), y, 0) // the same mask, exactly
 			dy := e.in(e.randn(n, 1))
 			dx := e.out(n)
-			e.g.DropoutBackward(dx.g, dy.g, n, p, seed)
-			cpuBE.DropoutBackward(dx.c, dy.c, n, p, seed)
+			e.g.DropoutBackward(dx.g, dy.g, n, p, st.g, site)
+			cpuBE.DropoutBackward(dx.c, dy.c, n, p, st.c, site)
 			e.check(fmt.Sprintf("dropout backward p=%v seed=%x", p, seed), dx, 0)
-			e.g.Dropout(x.g, x.g, n, p, seed) // in place
-			cpuBE.Dropout(x.c, x.c, n, p, seed)
+			e.g.Dropout(x.g, x.g, n, p, st.g, site) // in place
+			cpuBE.Dropout(x.c, x.c, n, p, st.c, site)
 			e.check(fmt.Sprintf("dropout in place p=%v seed=%x", p, seed), x, 0)
 		}
 	}
@@ -896,11 +909,12 @@ func TestFusedForwardKernels(t *testing.T) {
 		N, IC, OC := s[0], s[1], s[2]
 		in, w, bias := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(OC, 1))
 		x, g, b := e.in(e.randn(N*OC, 2)), e.in(e.randn(OC, 1)), e.in(e.randn(OC, 1))
+		seeds := e.seeds(7, 99)
 		for _, p := range []float32{0, 0.25} {
 			sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
 			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
 				be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(bias),
-					pick(x), pick(g), pick(b), N, IC, OC, p, 99)
+					pick(x), pick(g), pick(b), N, IC, OC, p, pick(seeds), 1)
 			})
 			name := fmt.Sprintf("LinearAddLayerNorm %v p %v", s, p)
 			tol := 1e-5 * math.Sqrt(float64(IC))
@@ -916,9 +930,10 @@ func TestFusedForwardKernels(t *testing.T) {
 		w2, b2 := e.in(e.randn(F*C, 0.2)), e.in(e.randn(C, 1))
 		x, g, b := e.in(e.randn(N*C, 2)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
 		sum, out, mean, rstd, grad, act := e.out(N*C), e.out(N*C), e.out(N), e.out(N), e.out(N*F), e.out(N*F)
+		seeds := e.seeds(98)
 		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
 			be.MLPAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(grad), pick(act), pick(in), pick(w1), pick(b1),
-				pick(w2), pick(b2), pick(x), pick(g), pick(b), N, C, F, 0.25, 98)
+				pick(w2), pick(b2), pick(x), pick(g), pick(b), N, C, F, 0.25, pick(seeds), 0)
 		})
 		name := fmt.Sprintf("MLPAddLayerNorm %v", s)
 		tol := 1e-5 * math.Sqrt(float64(F))

@@ -108,6 +108,26 @@ func TestTrajectoryMatchesCPU(t *testing.T) {
 	}
 }
 
+// Once its kernels' parameter blocks exist, a training step (dropout included) writes to the
+// device only with its first submit: the learning rate, the batch and the dropout seeds. The
+// binding makes every submit that carries writes wait until the GPU has finished the work
+// before it (gpu.Stats), so a write later in a step would leave the GPU idle.
+func TestStepWritesOnlyAtItsStart(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	tr, err := train.New(g, o, trajectoryCorpus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, tr, 3)
+	g.dev.ResetStats()
+	const n = 5
+	runSteps(t, tr, n)
+	if s := g.dev.Stats(); s.WriteSubmits != n {
+		t.Errorf("%d steps made %d submits with writes (of %d submits, %d dispatches), want one each", n, s.WriteSubmits, s.Submits, s.Dispatches)
+	}
+}
+
 // The overfit gate on the GPU: a small model on a short repeated text goes from about ln 256 to
 // below 0.5. (Smaller than the CPU gate's tiny preset, so that lavapipe runs it in seconds.)
 func TestOverfitGateGPU(t *testing.T) {

@@ -618,8 +618,8 @@ func (be *Backend) Profile(per int) string {
 	per = max(per, 1)
 	f := func(n int) float64 { return float64(n) / float64(per) }
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(per) }
-	out := fmt.Sprintf("per step: %.0f dispatches (%.0f new bind groups), %.1f submits, %.1f waits (%.2f ms), %.1f reads, %.1f writes; host: recording %.2f ms, submitting %.2f ms, awaiting reads %.2f ms",
-		f(s.Dispatches), f(s.NewGroups), f(s.Submits), f(s.Waits), ms(s.WaitTime), f(s.Reads), f(s.Writes), ms(s.RecordTime), ms(s.SubmitTime), ms(s.AwaitTime))
+	out := fmt.Sprintf("per step: %.0f dispatches (%.0f new bind groups), %.1f submits (%.1f with writes), %.1f waits (%.2f ms), %.1f reads, %.1f writes; host: recording %.2f ms, submitting %.2f ms, awaiting reads %.2f ms",
+		f(s.Dispatches), f(s.NewGroups), f(s.Submits), f(s.WriteSubmits), f(s.Waits), ms(s.WaitTime), f(s.Reads), f(s.Writes), ms(s.RecordTime), ms(s.SubmitTime), ms(s.AwaitTime))
 	names := make([]string, 0, len(s.PerKernel))
 	for n := range s.PerKernel {
 		names = append(names, n)

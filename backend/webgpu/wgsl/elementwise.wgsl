@@ -1,7 +1,7 @@
 // Elementwise kernels: zero, copy, residual add, bias add, GELU and its gradient, product,
 // dropout, and the embedding lookup. Each thread walks the elements i = id, id + stride, ... so one dispatch
 // of at most 65535 workgroups covers any length. Bindings: x is the output; y and z inputs
-// (unused ones are bound to any buffer).
+// (unused ones are bound to any buffer); dropout also binds the seeds at 4.
 
 struct Params {
     n: u32,      // elements
@@ -9,8 +9,8 @@ struct Params {
     T: u32,      // sequence length (encoder)
     pos0: u32,   // position of the first row (encoder)
     p: f32,      // dropout probability
-    seedLo: u32, // dropout seed, low and high 32 bits
-    seedHi: u32,
+    site: u32,   // dropout: the entry of seeds that holds the mask's seed
+    unused: u32,
     xOff: u32,   // copy: where the destination starts in x and the source in y (Copy binds a
     yOff: u32,   // view from the aligned offset at or below its start)
 }
@@ -19,6 +19,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> z: array<f32>;
+// The dropout seeds, two words (low, high) per site: backend.PutSeed's layout.
+@group(0) @binding(4) var<storage, read_write> seeds: array<u32>;
 
 const WG: u32 = 256u;
 
@@ -118,23 +120,35 @@ fn shr64(a: vec2<u32>, s: u32) -> vec2<u32> {
 }
 
 // dropoutKeep is the CPU backend's DropoutKeep: SplitMix64's finaliser of seed ^ (i·golden).
-fn dropoutKeep(i: u32) -> bool {
-    var h = vec2<u32>(prm.seedLo, prm.seedHi) ^ mul64(vec2<u32>(i, 0u), vec2<u32>(0x7F4A7C15u, 0x9E3779B9u));
+fn dropoutKeep(seed: vec2<u32>, i: u32) -> bool {
+    var h = seed ^ mul64(vec2<u32>(i, 0u), vec2<u32>(0x7F4A7C15u, 0x9E3779B9u));
     h = mul64(h ^ shr64(h, 30u), vec2<u32>(0x1CE4E5B9u, 0xBF58476Du));
     h = mul64(h ^ shr64(h, 27u), vec2<u32>(0x133111EBu, 0x94D049BBu));
     h = h ^ shr64(h, 31u);
     return f32(h.y >> 8u) * (1.0 / 16777216.0) >= prm.p;
 }
 
-// x = y·keep/(1−p); x and y may be the same buffer.
+// siteSeed is the seed of the dropout site prm.site.
+fn siteSeed() -> vec2<u32> {
+    return vec2<u32>(seeds[2u * prm.site], seeds[2u * prm.site + 1u]);
+}
+
+// x = y·keep/(1−p)
 @compute @workgroup_size(256)
 fn dropout(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let seed = siteSeed();
     let scale = 1.0 / (1.0 - prm.p);
     for (var i = id.x; i < prm.n; i += stride(nwg)) {
-        if (dropoutKeep(i)) {
-            x[i] = y[i] * scale;
-        } else {
-            x[i] = 0.0;
-        }
+        x[i] = select(0.0, y[i] * scale, dropoutKeep(seed, i));
+    }
+}
+
+// x = x·keep/(1−p) (dropout in place)
+@compute @workgroup_size(256)
+fn dropout_into(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let seed = siteSeed();
+    let scale = 1.0 / (1.0 - prm.p);
+    for (var i = id.x; i < prm.n; i += stride(nwg)) {
+        x[i] = select(0.0, x[i] * scale, dropoutKeep(seed, i));
     }
 }

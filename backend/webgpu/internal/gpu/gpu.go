@@ -154,16 +154,21 @@ type Device struct {
 
 // Stats counts what the device did, for finding where a step's time goes.
 type Stats struct {
-	Dispatches int           // kernel runs recorded
-	NewGroups  int           // bind groups created (the rest came from the cache)
-	Submits    int           // command buffers submitted, the writes-only ones included
-	Waits      int           // times the host waited for the GPU (ordering or readback)
-	WaitTime   time.Duration // time spent in those waits
-	SubmitTime time.Duration // time in the binding's Submit and WriteBuffer calls
-	RecordTime time.Duration // time recording dispatches
-	AwaitTime  time.Duration // time in Await (its submit and the reads' maps included)
-	Reads      int           // readbacks
-	Writes     int           // host writes
+	Dispatches   int           // kernel runs recorded
+	NewGroups    int           // bind groups created (the rest came from the cache)
+	Submits      int           // command buffers submitted, the writes-only ones included
+	WriteSubmits int           // submits carrying new parameter blocks or uploads (see below)
+	Waits        int           // times the host waited for the GPU (ordering or readback)
+	WaitTime     time.Duration // time spent in those waits
+	SubmitTime   time.Duration // time in the binding's Submit and WriteBuffer calls
+	RecordTime   time.Duration // time recording dispatches
+	AwaitTime    time.Duration // time in Await (its submit and the reads' maps included)
+	Reads        int           // readbacks
+	Writes       int           // host writes
+
+	// The binding waits for the GPU to finish all earlier work before a submit that carries
+	// writes (see Flush), so in a training step only the first submit, while the GPU is idle
+	// anyway, should count in WriteSubmits.
 
 	// PerKernel is, with SyncEach set, the time from recording each dispatch until the GPU
 	// finished it, by kernel name (a submit and a wait of overhead included in each).
@@ -1260,7 +1265,12 @@ func (d *Device) Flush() error {
 		d.stamps.flush(d.pending, len(d.paramBytes) > 0 || len(d.upBytes) > 0)
 	}
 	// Both arenas are uniform buffers: the binding submits queued writes to them ahead of the
-	// stream in the same submit, with a barrier that makes them visible to uniform reads.
+	// stream in the same submit, with a barrier that makes them visible to uniform reads. (The
+	// binding's WriteBuffer first waits until the GPU has finished everything submitted:
+	// docs/performance.md, thirty-third session.)
+	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
+		d.stats.WriteSubmits++
+	}
 	if len(d.paramBytes) > 0 {
 		if err := d.queue.WriteBuffer(d.params, uint64(d.paramBase*paramSlot), d.paramBytes); err != nil {
 			return d.fail(fmt.Errorf("writing kernel parameters: %w", err))
