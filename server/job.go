@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tinygpt/backend"
@@ -23,6 +24,10 @@ type job struct {
 	ctrl    chan ctrlMsg
 	snaps   chan chan snapshot
 	done    chan struct{}
+	// wants counts the requests on ctrl and snaps not yet answered: while there are any, the
+	// trainer records no step ahead, so that runJob's between gets to them after the step in
+	// flight (train.RunOptions.Hold).
+	wants atomic.Int32
 
 	mu          sync.Mutex
 	run         *Run // the live record; History grows as steps complete
@@ -153,6 +158,8 @@ func (j *job) snapshotState() JobState {
 // has ended.
 func (j *job) weights(ctx context.Context) (snap snapshot, ok bool, err error) {
 	reply := make(chan snapshot, 1)
+	j.wants.Add(1) // (see runJob's Hold)
+	defer j.wants.Add(-1)
 	select {
 	case j.snaps <- reply:
 	case <-j.done:
@@ -172,6 +179,8 @@ func (j *job) weights(ctx context.Context) (snap snapshot, ok bool, err error) {
 // done so.
 func (j *job) control(ctx context.Context, action string) error {
 	m := ctrlMsg{action: action, reply: make(chan error, 1)}
+	j.wants.Add(1) // (see runJob's Hold)
+	defer j.wants.Add(-1)
 	select {
 	case j.ctrl <- m:
 	case <-j.done:
@@ -217,8 +226,9 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	defer j.cancel()
 	out := s.store.modelPath(j.id)
 	paused := false
-	// between runs on the training goroutine after each step: it hands out weight snapshots,
-	// and while paused it blocks here, so the training loop really stops.
+	// between runs on the training goroutine after a step, when no later step is recorded
+	// (train.RunOptions.Between): it hands out weight snapshots, and while paused it blocks
+	// here, so the training loop really stops.
 	between := func() {
 		for {
 			if !paused {
@@ -258,7 +268,6 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 			if due {
 				s.publishProgress(j)
 			}
-			between()
 		case "eval":
 			s.publishProgress(j)
 			j.mu.Lock()
@@ -294,7 +303,8 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 				err = fmt.Errorf("internal error while training: %v", v)
 			}
 		}()
-		err = t.Run(ctx, train.RunOptions{Out: out, Perm: filePerm, Backend: j.backend, SampleEvery: sampleEvery, OnEvent: onEvent, Resumed: resumed})
+		err = t.Run(ctx, train.RunOptions{Out: out, Perm: filePerm, Backend: j.backend, SampleEvery: sampleEvery, OnEvent: onEvent, Resumed: resumed,
+			Between: between, Hold: func() bool { return j.wants.Load() > 0 }})
 	}()
 	s.publishProgress(j)
 	status := StatusDone

@@ -102,22 +102,40 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	prof, _ := be.(profiler)
 	var profile string
 	s := stepper{m: m, o: opt}
-	for i := 0; i < warmup+steps; i++ {
-		if prof != nil && i == warmup {
-			prof.Profile(1)
-		}
+	// The trainer's steps as Run makes them: each step recorded before the results of the one
+	// before are read (see stepper), its time from those results to its own.
+	record := func() error {
 		for j := range inputs {
 			inputs[j] = int32(rng.Uint64() % gpt.Vocab)
 			targets[j] = int32(rng.Uint64() % gpt.Vocab)
 		}
-		start := time.Now()
-		// The trainer's step, reads included.
-		if _, _, err := s.step(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4); err != nil {
+		return s.record(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4)
+	}
+	last := time.Now()
+	if err := record(); err != nil {
+		return BenchResult{}, err
+	}
+	s.ask()
+	for i := 0; i < warmup+steps; i++ {
+		if prof != nil && i == warmup {
+			prof.Profile(1)
+		}
+		if i+1 < warmup+steps {
+			if err := record(); err != nil {
+				return BenchResult{}, err
+			}
+		}
+		if _, _, err := s.finish(i + 1); err != nil {
 			return BenchResult{}, err
 		}
-		if i >= warmup {
-			times = append(times, time.Since(start).Seconds()*1e3)
+		if i+1 < warmup+steps {
+			s.ask()
 		}
+		now := time.Now()
+		if i >= warmup {
+			times = append(times, now.Sub(last).Seconds()*1e3)
+		}
+		last = now
 	}
 	if prof != nil {
 		profile = prof.Profile(steps)

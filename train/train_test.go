@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -212,7 +213,9 @@ func TestRunCheckpointsAndStopsOnNaN(t *testing.T) {
 	}
 }
 
-// A cancelled run saves a checkpoint that resumes; a finished run saves its sample.
+// A cancelled run saves a checkpoint that resumes; a finished run saves its sample. The run
+// stops after the step in flight: cancelled at step 2's event, it had already recorded step 3
+// (nothing came between the two), which it finishes and saves.
 func TestRunCancelAndFinish(t *testing.T) {
 	o := smallOptions()
 	o.Steps = 6
@@ -228,8 +231,8 @@ func TestRunCancelAndFinish(t *testing.T) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 	f, err := format.ReadFile(path)
-	if err != nil || f.Step != 2 {
-		t.Fatalf("after cancel: %v, step %d", err, f.Step)
+	if err != nil || f.Step != 3 || len(f.Header.LossHistory) != 3 {
+		t.Fatalf("after cancel: %v, step %d, %d points of history", err, f.Step, len(f.Header.LossHistory))
 	}
 	tr2, err := Resume(cpu.New(), f, ResumeOptions{})
 	if err != nil {
@@ -479,5 +482,144 @@ func TestRunCancelDuringEvaluation(t *testing.T) {
 		if p.Val != nil {
 			t.Errorf("the cancelled evaluation was recorded: %+v", p)
 		}
+	}
+}
+
+// Run records each step before the results of the one before are read, where nothing comes
+// between the two (trainStep); the steps are exactly those of one TrainStep after another:
+// the same losses, gradient norms and weights, across evaluations and with dropout.
+func TestRunAheadMatchesTrainStep(t *testing.T) {
+	o := smallOptions()
+	o.Steps, o.EvalEvery, o.Dropout = 12, 5, 0.1
+	var order orderBackend
+	run := func(ahead bool) ([]StepResult, []float32) {
+		order = orderBackend{Backend: cpu.New()}
+		tr, err := New(&order, o, testCorpus(2000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []StepResult
+		if ahead {
+			err = tr.Run(context.Background(), RunOptions{OnEvent: func(e Event) {
+				if e.Kind == "step" {
+					rs = append(rs, StepResult{Step: e.Step, Loss: e.Loss, GradNorm: e.GradNorm, LR: e.LR})
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for range o.Steps {
+				r, err := tr.TrainStep()
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Duration = 0
+				rs = append(rs, r)
+			}
+		}
+		if tr.Step() != o.Steps || tr.ahead != nil {
+			t.Fatalf("ahead %v: %d steps done, one recorded ahead: %v", ahead, tr.Step(), tr.ahead != nil)
+		}
+		return rs, tr.Model.Weights()
+	}
+	got, gw := run(true)
+	// Steps 1-4, 6-9 and 11 have the next step recorded before their results are read; 5 and
+	// 10 are followed by an evaluation, 12 is the last.
+	if order.ahead != 9 {
+		t.Errorf("Run recorded %d steps ahead, want 9", order.ahead)
+	}
+	want, ww := run(false)
+	if order.ahead != 0 {
+		t.Errorf("TrainStep recorded %d steps ahead, want none", order.ahead)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Run reported %d steps, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("step %d: Run %+v, TrainStep %+v", i+1, got[i], want[i])
+		}
+	}
+	for i := range ww {
+		if gw[i] != ww[i] {
+			t.Fatalf("weight %d: %v after Run, %v after TrainStep", i, gw[i], ww[i])
+		}
+	}
+}
+
+// orderBackend counts the Awaits with a step's kernels recorded between them and the last
+// DownloadLater (ZeroGrads, which begins a step, stands for them).
+type orderBackend struct {
+	backend.Backend
+	zeroed bool // Zero since the last DownloadLater
+	ahead  int
+}
+
+func (b *orderBackend) DownloadLater(dst []float32, t backend.Tensor, off int) {
+	b.zeroed = false
+	b.Backend.DownloadLater(dst, t, off)
+}
+
+func (b *orderBackend) Zero(t backend.Tensor, n int) {
+	b.zeroed = true
+	b.Backend.Zero(t, n)
+}
+
+func (b *orderBackend) Await() {
+	if b.zeroed {
+		b.ahead++
+	}
+	b.Backend.Await()
+}
+
+// RunOptions.Between runs only where the model holds the last reported step's weights: after
+// the steps that nothing was recorded ahead of (evaluations, the last step) and, when Hold asks
+// for it, after the step in flight.
+func TestRunBetweenSeesItsStep(t *testing.T) {
+	o := smallOptions()
+	o.Steps, o.EvalEvery = 12, 5
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold bool
+	var at []int
+	last := 0
+	err = tr.Run(context.Background(), RunOptions{
+		OnEvent: func(e Event) {
+			if e.Kind == "step" {
+				last = e.Step
+				hold = e.Step == 2 // step 3 is recorded already; Between runs after it
+			}
+		},
+		Hold: func() bool { return hold },
+		Between: func() {
+			at = append(at, last)
+			if tr.Step() != last {
+				t.Errorf("Between after step %d: the trainer is at step %d", last, tr.Step())
+			}
+			for ref.Step() < last {
+				if _, err := ref.TrainStep(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w, rw := tr.Model.Weights(), ref.Model.Weights()
+			for i := range rw {
+				if w[i] != rw[i] {
+					t.Fatalf("Between after step %d: weight %d is %v, want %v", last, i, w[i], rw[i])
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(at) != "[3 5 10 12]" {
+		t.Errorf("Between ran after steps %v, want [3 5 10 12]", at)
 	}
 }

@@ -110,10 +110,25 @@ type Trainer struct {
 	inputs, targets []int32
 	sched           Schedule
 	stepper         stepper
+	ahead           *recordedStep // the next step, recorded by Run before this one's results were read
+	lastDone        time.Time     // when the last step's results were read
+}
+
+// recordedStep is a training step whose kernels are recorded (a GPU backend runs them once the
+// steps before have run) and whose results are not read yet.
+type recordedStep struct {
+	step  int
+	lr    float64
+	start time.Time
 }
 
 // Step is the number of completed steps.
-func (t *Trainer) Step() int { return t.Optim.Step }
+func (t *Trainer) Step() int {
+	if t.ahead != nil {
+		return t.Optim.Step - 1 // counted in the optimizer when it was recorded
+	}
+	return t.Optim.Step
+}
 
 // New starts a run from freshly initialised weights.
 func New(be backend.Backend, opts Options, corpus data.Corpus) (*Trainer, error) {
@@ -285,7 +300,61 @@ type StepResult struct {
 // TrainStep runs one step: forward, backward, clip and AdamW update. A NaN or infinite loss or
 // gradient norm leaves the weights as they were (the update is skipped where it runs, see
 // backend.AdamW); the error wraps ErrNotFinite.
-func (t *Trainer) TrainStep() (StepResult, error) {
+func (t *Trainer) TrainStep() (StepResult, error) { return t.trainStep(false) }
+
+// trainStep is TrainStep. With next, the caller's next call is another trainStep, with
+// nothing in between that reads or changes the model: the next step is then recorded before
+// this one's results are read, so that a GPU runs this step while the host records the next
+// and goes straight on to it (see stepper). Step counts only the steps whose results were
+// read. A step that fails takes the one recorded after it with it (it is finished too, its
+// results dropped): Run stops there.
+func (t *Trainer) trainStep(next bool) (StepResult, error) {
+	cur := t.ahead
+	t.ahead = nil
+	if cur == nil {
+		r, err := t.recordStep()
+		if err != nil {
+			return StepResult{Step: t.Optim.Step + 1}, err
+		}
+		t.stepper.ask()
+		cur = r
+	}
+	var after *recordedStep
+	if next && cur.step < t.Opts.Steps && !math.IsNaN(t.sched.At(cur.step+1)) {
+		r, err := t.recordStep()
+		if err != nil {
+			_, _, _ = t.stepper.finish(cur.step)
+			return StepResult{Step: cur.step}, err
+		}
+		after = r
+	}
+	loss, norm, err := t.stepper.finish(cur.step)
+	if after != nil {
+		t.stepper.ask()
+		if err != nil {
+			_, _, _ = t.stepper.finish(after.step)
+		} else {
+			t.ahead = after
+		}
+	}
+	if err != nil {
+		return StepResult{Step: cur.step, Loss: loss, GradNorm: norm}, err
+	}
+	now := time.Now()
+	start := cur.start
+	if t.lastDone.After(start) {
+		start = t.lastDone // it ran after the step before, which was read then
+	}
+	t.lastDone = now
+	d := now.Sub(start)
+	t.Elapsed += d
+	t.lastTrain = loss
+	t.History = append(t.History, format.LossPoint{Step: cur.step, Train: round4(loss)})
+	return StepResult{Step: cur.step, Loss: loss, GradNorm: norm, LR: cur.lr, Duration: d}, nil
+}
+
+// recordStep records the step after the last one recorded (see stepper.record).
+func (t *Trainer) recordStep() (*recordedStep, error) {
 	start := time.Now()
 	step := t.Optim.Step + 1
 	t.Split.TrainBatch(uint64(t.Opts.Seed), step, t.Opts.Batch, t.inputs, t.targets)
@@ -293,17 +362,12 @@ func (t *Trainer) TrainStep() (StepResult, error) {
 	dropSeed := gpt.Mix64(uint64(t.Opts.Seed)<<20 ^ uint64(step))
 	lr := t.sched.At(step)
 	if math.IsNaN(lr) {
-		return StepResult{Step: step}, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
+		return nil, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
 	}
-	loss, norm, err := t.stepper.step(batch, float32(t.Opts.Dropout), dropSeed, float32(lr))
-	if err != nil {
-		return StepResult{Step: step, Loss: loss, GradNorm: norm}, err
+	if err := t.stepper.record(batch, float32(t.Opts.Dropout), dropSeed, float32(lr)); err != nil {
+		return nil, err
 	}
-	d := time.Since(start)
-	t.Elapsed += d
-	t.lastTrain = loss
-	t.History = append(t.History, format.LossPoint{Step: step, Train: round4(loss)})
-	return StepResult{Step: step, Loss: loss, GradNorm: norm, LR: lr, Duration: d}, nil
+	return &recordedStep{step: step, lr: lr, start: start}, nil
 }
 
 func round4(x float64) *float64 {
@@ -510,7 +574,17 @@ type RunOptions struct {
 	Backend     string      // backend name recorded in checkpoints
 	SampleEvery int         // steps between live samples; 0 for none
 	Resumed     bool        // Out already holds the state at the current step (a resumed run)
-	OnEvent     func(Event)
+	// OnEvent receives the run's events. It must not use the trainer's model: when nothing
+	// comes between two steps, the next one is already recorded when a step's event goes out
+	// (see Trainer.TrainStep).
+	OnEvent func(Event)
+	// Between, when not nil, runs after a step's event whenever no later step is recorded:
+	// the model then holds that step's weights, so Between may read or save them, or block (a
+	// pause). Hold, when not nil, is asked before each step: true keeps Run from recording the
+	// next step ahead, so that Between runs after this one (a caller with work for Between
+	// says so there).
+	Between func()
+	Hold    func() bool
 }
 
 // Run trains until the step count is reached or ctx is cancelled, evaluating every EvalEvery
@@ -573,11 +647,20 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 	}
 	tokens := float64(t.Opts.Batch * t.Opts.Model.Ctx)
 	var ema float64 // smoothed seconds per step, for the ETA
+	// quiet reports whether step k is followed at once by step k+1, with no evaluation,
+	// sample or checkpoint between them: the next step can then be recorded before k's
+	// results are read (see trainStep).
+	quiet := func(k int) bool {
+		at := func(every int) bool { return every > 0 && k%every == 0 }
+		return k < t.Opts.Steps && !at(t.Opts.EvalEvery) && !at(ro.SampleEvery) && !at(t.Opts.CheckpointEvery)
+	}
 	for t.Step() < t.Opts.Steps {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && t.ahead == nil {
 			return stopped()
 		}
-		r, err := t.TrainStep()
+		// (When stopped with a step recorded ahead, that step is finished first.)
+		hold := ro.Hold != nil && ro.Hold()
+		r, err := t.trainStep(ctx.Err() == nil && quiet(t.Step()+1) && !hold)
 		if err != nil {
 			if errors.Is(err, ErrNotFinite) {
 				where := "no checkpoint was written"
@@ -597,6 +680,9 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		}
 		emit(Event{Kind: "step", Step: r.Step, Loss: r.Loss, LR: r.LR, GradNorm: r.GradNorm,
 			MsPerStep: sec * 1e3, TokensPerS: tokens / sec, ETA: ema * float64(t.Opts.Steps-r.Step), Duration: r.Duration})
+		if ro.Between != nil && t.ahead == nil {
+			ro.Between()
+		}
 		last := t.Step() == t.Opts.Steps
 		if (t.Opts.EvalEvery > 0 && t.Step()%t.Opts.EvalEvery == 0) || last {
 			v, err := t.Evaluate(ctx)

@@ -128,6 +128,47 @@ func TestStepWritesOnlyAtItsStart(t *testing.T) {
 	}
 }
 
+// Run records each step while the GPU runs the one before, where nothing comes between the
+// two (train.Trainer.Run): the steps are bit for bit those of one TrainStep after another.
+func TestRunAheadMatchesTrainStep(t *testing.T) {
+	g := openGPU(t)
+	o := trajectoryOptions()
+	o.Steps, o.EvalEvery = 12, 5
+	var got []train.StepResult
+	a, err := train.New(g, o, trajectoryCorpus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(context.Background(), train.RunOptions{OnEvent: func(e train.Event) {
+		if e.Kind == "step" {
+			got = append(got, train.StepResult{Step: e.Step, Loss: e.Loss, GradNorm: e.GradNorm, LR: e.LR})
+		}
+	}})
+	if err != nil {
+		t.Fatalf("Run: %v (backend: %v)", err, g.Err())
+	}
+	b, err := train.New(g, o, trajectoryCorpus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runSteps(t, b, o.Steps)
+	if len(got) != len(want) {
+		t.Fatalf("Run reported %d steps, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		w.Duration = 0
+		if got[i] != w {
+			t.Errorf("step %d: Run %+v, TrainStep %+v", i+1, got[i], w)
+		}
+	}
+	wa, wb := a.Model.Weights(), b.Model.Weights()
+	for i := range wb {
+		if wa[i] != wb[i] {
+			t.Fatalf("weight %d: %v after Run, %v after TrainStep", i, wa[i], wb[i])
+		}
+	}
+}
+
 // The overfit gate on the GPU: a small model on a short repeated text goes from about ln 256 to
 // below 0.5. (Smaller than the CPU gate's tiny preset, so that lavapipe runs it in seconds.)
 func TestOverfitGateGPU(t *testing.T) {

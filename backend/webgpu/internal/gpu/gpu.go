@@ -517,6 +517,13 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 		return d.fail(errors.New("writing to a released buffer"))
 	}
 	d.stats.Writes++
+	if d.unsent > 0 {
+		// Submit the reads first, as Dispatch does, before the data makes the next submit
+		// one that carries writes (see writesWait).
+		if err := d.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(data) <= uploadArena/2 {
 		return d.stage(b, off, data)
 	}
@@ -1049,7 +1056,7 @@ func (d *Device) Dispatch(k *Kernel, params []uint32, binds []Binding, x, y, z i
 	d.pass.SetPipeline(k.pipe)
 	d.pass.SetBindGroup(0, g, nil)
 	d.pass.Dispatch(uint32(x), uint32(y), uint32(z))
-	if FlushEvery > 0 && d.pending >= min(max(d.chunk, FlushFirst), FlushEvery) && !d.syncEach {
+	if FlushEvery > 0 && d.pending >= min(max(d.chunk, FlushFirst), FlushEvery) && !d.syncEach && !d.writesWait() {
 		d.chunk = min(2*max(d.chunk, FlushFirst), FlushEvery)
 		return d.Flush()
 	}
@@ -1250,6 +1257,16 @@ func (d *Device) endPass() {
 	}
 }
 
+// writesWait reports whether the next submit carries writes (new parameter blocks or uploads)
+// while the GPU is still running earlier submits. The binding's queue writes wait until the
+// GPU has finished everything submitted (docs/performance.md, thirty-third session), so such
+// a submit cannot start before the GPU is idle: Dispatch then goes on recording instead of
+// submitting, and Flush waits for the GPU first. This is what lets a training step be recorded
+// while the one before it runs (see ReadLater) and submitted when that one ends.
+func (d *Device) writesWait() bool {
+	return (len(d.paramBytes) > 0 || len(d.upBytes) > 0) && d.queue.Poll() < d.lastSubmit
+}
+
 // Flush submits everything recorded so far as one command buffer, after the parts of the
 // parameter and upload arenas it reads (see submitWrites). It does not wait: earlier submits,
 // which the GPU may still be running, read other parts of the arenas.
@@ -1261,13 +1278,20 @@ func (d *Device) Flush() error {
 		return nil
 	}
 	d.endPass()
+	if d.writesWait() {
+		// The binding's queue write would wait for the GPU itself, and notice late that it
+		// has finished (docs/performance.md, thirty-fourth session); our wait spins.
+		if err := d.waitUntil(func() bool { return d.queue.Poll() >= d.lastSubmit }); err != nil {
+			return err
+		}
+	}
 	if d.stamps != nil {
 		d.stamps.flush(d.pending, len(d.paramBytes) > 0 || len(d.upBytes) > 0)
 	}
 	// Both arenas are uniform buffers: the binding submits queued writes to them ahead of the
 	// stream in the same submit, with a barrier that makes them visible to uniform reads. (The
-	// binding's WriteBuffer first waits until the GPU has finished everything submitted:
-	// docs/performance.md, thirty-third session.)
+	// binding's WriteBuffer first waits until the GPU has finished everything submitted: see
+	// writesWait.)
 	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
 		d.stats.WriteSubmits++
 	}
