@@ -36,6 +36,13 @@ var shaders embed.FS
 // ErrNoAdapter is returned by New when the machine has no usable GPU adapter.
 var ErrNoAdapter = gpu.ErrNoAdapter
 
+// ErrTimestamps is returned by New when the environment variable TimestampsEnv asks for GPU
+// timestamps that this build or device cannot make (see tools/gpuprof).
+var ErrTimestamps = gpu.ErrTimestamps
+
+// TimestampsEnv is the environment variable that asks for GPU timestamps (tools/gpuprof).
+const TimestampsEnv = gpu.TimestampsEnv
+
 // tensor is a range of a device buffer, in 4-byte elements, or of several: a tensor longer
 // than one buffer may be is stored in pieces of Backend.SegmentLen elements, each a buffer of
 // its own (parts; buf is then nil).

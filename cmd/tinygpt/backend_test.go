@@ -66,6 +66,21 @@ func TestBackendWebGPU(t *testing.T) {
 	}
 }
 
+// TINYGPT_GPU_TIMESTAMPS in a build without GPU timestamps is refused with what to do about
+// it, not with the advice to use the CPU.
+func TestBackendWebGPURefusesTimestamps(t *testing.T) {
+	be, err := webgpu.New()
+	if err != nil {
+		t.Skipf("no WebGPU adapter: %v", err)
+	}
+	be.Close()
+	t.Setenv(webgpu.TimestampsEnv, "1")
+	code, _, errOut := tinygpt(t, "", "bench", "--presets", "tiny", "--steps", "1", "--warmup", "0", "--backend", "webgpu")
+	if code != 1 || !strings.Contains(errOut, "unset "+webgpu.TimestampsEnv) || strings.Contains(errOut, "--backend cpu") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the advice to unset %s", code, errOut, webgpu.TimestampsEnv)
+	}
+}
+
 // A model whose attention heads are wider than the GPU's attention takes is refused when the
 // backend opens, by train, sample and eval alike, rather than failing at its first pass (and
 // auto falls back to the CPU for it).

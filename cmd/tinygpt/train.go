@@ -74,6 +74,9 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		return cpu.New(), nil
 	case "webgpu":
 		be, err := openGPU(work)
+		if errors.Is(err, webgpu.ErrTimestamps) {
+			return nil, fmt.Errorf("--backend webgpu: %w; unset %s", err, webgpu.TimestampsEnv)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
 		}

@@ -298,7 +298,7 @@ func Open() (d *Device, err error) {
 	if os.Getenv(TimestampsEnv) != "" {
 		if err := startStamps(d); err != nil {
 			d.Close()
-			return nil, fmt.Errorf("%s: %w", TimestampsEnv, err)
+			return nil, fmt.Errorf("%w (%s is set): %v", ErrTimestamps, TimestampsEnv, err)
 		}
 	}
 	return d, nil

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,10 @@ import (
 
 // TimestampsEnv is the environment variable that turns GPU timestamps on.
 const TimestampsEnv = "TINYGPT_GPU_TIMESTAMPS"
+
+// ErrTimestamps is returned by Open when TimestampsEnv is set but the build or the device
+// cannot make timestamps.
+var ErrTimestamps = errors.New("no GPU timestamps")
 
 // maxStamps is the number of timestamps kept between two resets.
 const maxStamps = 1 << 16
