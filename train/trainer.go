@@ -110,12 +110,13 @@ type Trainer struct {
 	inputs, targets []int32
 	sched           Schedule
 	stepper         stepper
-	ahead           *recordedStep // the next step, recorded by Run before this one's results were read
-	lastDone        time.Time     // when the last step's results were read
+	ahead           recordedStep // the next step, recorded by Run before this one's results were read (step 0: none)
+	lastDone        time.Time    // when the last step's results were read
 }
 
 // recordedStep is a training step whose kernels are recorded (a GPU backend runs them once the
-// steps before have run) and whose results are not read yet.
+// steps before have run) and whose results are not read yet. Steps count from 1: step 0 is
+// none.
 type recordedStep struct {
 	step  int
 	lr    float64
@@ -124,7 +125,7 @@ type recordedStep struct {
 
 // Step is the number of completed steps.
 func (t *Trainer) Step() int {
-	if t.ahead != nil {
+	if t.ahead.step != 0 {
 		return t.Optim.Step - 1 // counted in the optimizer when it was recorded
 	}
 	return t.Optim.Step
@@ -310,8 +311,8 @@ func (t *Trainer) TrainStep() (StepResult, error) { return t.trainStep(false) }
 // results dropped): Run stops there.
 func (t *Trainer) trainStep(next bool) (StepResult, error) {
 	cur := t.ahead
-	t.ahead = nil
-	if cur == nil {
+	t.ahead = recordedStep{}
+	if cur.step == 0 {
 		r, err := t.recordStep()
 		if err != nil {
 			return StepResult{Step: t.Optim.Step + 1}, err
@@ -319,7 +320,7 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 		t.stepper.ask()
 		cur = r
 	}
-	var after *recordedStep
+	var after recordedStep
 	if next && cur.step < t.Opts.Steps && !math.IsNaN(t.sched.At(cur.step+1)) {
 		r, err := t.recordStep()
 		if err != nil {
@@ -329,7 +330,7 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 		after = r
 	}
 	loss, norm, err := t.stepper.finish(cur.step)
-	if after != nil {
+	if after.step != 0 {
 		t.stepper.ask()
 		if err != nil {
 			_, _, _ = t.stepper.finish(after.step)
@@ -354,7 +355,7 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 }
 
 // recordStep records the step after the last one recorded (see stepper.record).
-func (t *Trainer) recordStep() (*recordedStep, error) {
+func (t *Trainer) recordStep() (recordedStep, error) {
 	start := time.Now()
 	step := t.Optim.Step + 1
 	t.Split.TrainBatch(uint64(t.Opts.Seed), step, t.Opts.Batch, t.inputs, t.targets)
@@ -362,12 +363,12 @@ func (t *Trainer) recordStep() (*recordedStep, error) {
 	dropSeed := gpt.Mix64(uint64(t.Opts.Seed)<<20 ^ uint64(step))
 	lr := t.sched.At(step)
 	if math.IsNaN(lr) {
-		return nil, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
+		return recordedStep{}, fmt.Errorf("learning rate is %v at step %d: %w", lr, step, ErrNotFinite)
 	}
 	if err := t.stepper.record(batch, float32(t.Opts.Dropout), dropSeed, float32(lr)); err != nil {
-		return nil, err
+		return recordedStep{}, err
 	}
-	return &recordedStep{step: step, lr: lr, start: start}, nil
+	return recordedStep{step: step, lr: lr, start: start}, nil
 }
 
 func round4(x float64) *float64 {
@@ -655,7 +656,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		return k < t.Opts.Steps && !at(t.Opts.EvalEvery) && !at(ro.SampleEvery) && !at(t.Opts.CheckpointEvery)
 	}
 	for t.Step() < t.Opts.Steps {
-		if ctx.Err() != nil && t.ahead == nil {
+		if ctx.Err() != nil && t.ahead.step == 0 {
 			return stopped()
 		}
 		// (When stopped with a step recorded ahead, that step is finished first.)
@@ -680,7 +681,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		}
 		emit(Event{Kind: "step", Step: r.Step, Loss: r.Loss, LR: r.LR, GradNorm: r.GradNorm,
 			MsPerStep: sec * 1e3, TokensPerS: tokens / sec, ETA: ema * float64(t.Opts.Steps-r.Step), Duration: r.Duration})
-		if ro.Between != nil && t.ahead == nil {
+		if ro.Between != nil && t.ahead.step == 0 {
 			ro.Between()
 		}
 		last := t.Step() == t.Opts.Steps
