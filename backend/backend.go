@@ -267,6 +267,14 @@ func Close(be Backend) {
 	}
 }
 
+// Async reports whether be runs kernels after the calls that make them return, while the host
+// goes on (the webgpu backend records them into a command stream), rather than within the
+// calls (the cpu backend). Work recorded ahead of a read pays only on such a backend.
+func Async(be Backend) bool {
+	a, ok := be.(interface{ Async() bool })
+	return ok && a.Async()
+}
+
 // Err returns be's own error, if it keeps one (the webgpu backend: a lost device, out of
 // memory), or nil. After one, be computes nothing: what is read from it is garbage.
 func Err(be Backend) error {

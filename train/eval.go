@@ -111,16 +111,21 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		}
 		return s.record(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4)
 	}
+	// The backend's profile counts from the recording of the first timed step.
+	profileFrom := func(i int) {
+		if prof != nil && i == warmup {
+			prof.Profile(1)
+		}
+	}
 	last := time.Now()
+	profileFrom(0)
 	if err := record(); err != nil {
 		return BenchResult{}, err
 	}
 	s.ask()
 	for i := 0; i < warmup+steps; i++ {
-		if prof != nil && i == warmup {
-			prof.Profile(1)
-		}
 		if i+1 < warmup+steps {
+			profileFrom(i + 1)
 			if err := record(); err != nil {
 				return BenchResult{}, err
 			}

@@ -213,9 +213,7 @@ func TestRunCheckpointsAndStopsOnNaN(t *testing.T) {
 	}
 }
 
-// A cancelled run saves a checkpoint that resumes; a finished run saves its sample. The run
-// stops after the step in flight: cancelled at step 2's event, it had already recorded step 3
-// (nothing came between the two), which it finishes and saves.
+// A cancelled run saves a checkpoint that resumes; a finished run saves its sample.
 func TestRunCancelAndFinish(t *testing.T) {
 	o := smallOptions()
 	o.Steps = 6
@@ -231,7 +229,7 @@ func TestRunCancelAndFinish(t *testing.T) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 	f, err := format.ReadFile(path)
-	if err != nil || f.Step != 3 || len(f.Header.LossHistory) != 3 {
+	if err != nil || f.Step != 2 || len(f.Header.LossHistory) != 2 {
 		t.Fatalf("after cancel: %v, step %d, %d points of history", err, f.Step, len(f.Header.LossHistory))
 	}
 	tr2, err := Resume(cpu.New(), f, ResumeOptions{})
@@ -344,8 +342,11 @@ func TestTrainStepDoesNotAllocate(t *testing.T) {
 		t.Errorf("a training step made %v allocations, want 0", allocs)
 	}
 	// The trainer's own steps, one at a time and each recorded ahead of the one before's
-	// results, as Run makes them: one allocation, the loss in the history point (a *float64,
-	// as the file format's history has it).
+	// results, as Run makes them on a GPU: one allocation, the loss in the history point (a
+	// *float64, as the file format's history has it).
+	tr, _ = New(asyncCPU{cpu.New()}, o, testCorpus(2000))
+	tr.TrainStep()
+	tr.History = make([]format.LossPoint, 0, 1000)
 	tr.Opts.Steps = 1000
 	for _, next := range []bool{false, true} {
 		allocs = testing.AllocsPerRun(5, func() {
@@ -499,9 +500,11 @@ func TestRunCancelDuringEvaluation(t *testing.T) {
 	}
 }
 
-// Run records each step before the results of the one before are read, where nothing comes
-// between the two (trainStep); the steps are exactly those of one TrainStep after another:
-// the same losses, gradient norms and weights, across evaluations and with dropout.
+// On an asynchronous backend Run records each step before the results of the one before are
+// read, where nothing comes between the two (trainStep); the steps are exactly those of one
+// TrainStep after another: the same losses, gradient norms and weights, across evaluations and
+// with dropout. (The CPU backend stands in for a GPU here, claiming to be asynchronous: it
+// runs the steps in the same order.)
 func TestRunAheadMatchesTrainStep(t *testing.T) {
 	o := smallOptions()
 	o.Steps, o.EvalEvery, o.Dropout = 12, 5, 0.1
@@ -562,8 +565,15 @@ func TestRunAheadMatchesTrainStep(t *testing.T) {
 	}
 }
 
+// asyncCPU is the CPU backend claiming to run kernels asynchronously (backend.Async), so that
+// the trainer records steps ahead on it as on a GPU.
+type asyncCPU struct{ backend.Backend }
+
+func (asyncCPU) Async() bool { return true }
+
 // orderBackend counts the Awaits with a step's kernels recorded between them and the last
-// DownloadLater (ZeroGrads, which begins a step, stands for them).
+// DownloadLater (ZeroGrads, which begins a step, stands for them). It claims to be
+// asynchronous (see asyncCPU).
 type orderBackend struct {
 	backend.Backend
 	zeroed bool // Zero since the last DownloadLater
@@ -580,6 +590,8 @@ func (b *orderBackend) Zero(t backend.Tensor, n int) {
 	b.Backend.Zero(t, n)
 }
 
+func (b *orderBackend) Async() bool { return true }
+
 func (b *orderBackend) Await() {
 	if b.zeroed {
 		b.ahead++
@@ -589,11 +601,12 @@ func (b *orderBackend) Await() {
 
 // RunOptions.Between runs only where the model holds the last reported step's weights: after
 // the steps that nothing was recorded ahead of (evaluations, the last step) and, when Hold asks
-// for it, after the step in flight.
+// for it, after the step in flight. A cancelled run on an asynchronous backend stops after the
+// step in flight.
 func TestRunBetweenSeesItsStep(t *testing.T) {
 	o := smallOptions()
 	o.Steps, o.EvalEvery = 12, 5
-	tr, err := New(cpu.New(), o, testCorpus(2000))
+	tr, err := New(asyncCPU{cpu.New()}, o, testCorpus(2000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,5 +648,23 @@ func TestRunBetweenSeesItsStep(t *testing.T) {
 	}
 	if fmt.Sprint(at) != "[3 5 10 12]" {
 		t.Errorf("Between ran after steps %v, want [3 5 10 12]", at)
+	}
+
+	// Cancelled at step 2's event, the run had already recorded step 3 (nothing came between
+	// the two), which it finishes and saves.
+	tr, _ = New(asyncCPU{cpu.New()}, o, testCorpus(2000))
+	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	ctx, cancel := context.WithCancel(context.Background())
+	err = tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
+		if e.Kind == "step" && e.Step == 2 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	f, err := format.ReadFile(path)
+	if err != nil || f.Step != 3 || len(f.Header.LossHistory) != 3 {
+		t.Fatalf("after cancel: %v, step %d, %d points of history", err, f.Step, len(f.Header.LossHistory))
 	}
 }

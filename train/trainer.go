@@ -304,12 +304,18 @@ type StepResult struct {
 func (t *Trainer) TrainStep() (StepResult, error) { return t.trainStep(false) }
 
 // trainStep is TrainStep. With next, the caller's next call is another trainStep, with
-// nothing in between that reads or changes the model: the next step is then recorded before
-// this one's results are read, so that a GPU runs this step while the host records the next
-// and goes straight on to it (see stepper). Step counts only the steps whose results were
-// read. A step that fails takes the one recorded after it with it (it is finished too, its
-// results dropped): Run stops there.
+// nothing in between that reads or changes the model: on a backend that runs kernels
+// asynchronously (backend.Async: a GPU) the next step is then recorded before this one's
+// results are read, so that the GPU runs this step while the host records the next and goes
+// straight on to it (see stepper). Step counts only the steps whose results were read.
+//
+// A step that fails does not stop the one recorded after it, which has already been handed
+// to the GPU: that step is finished too and its results dropped, but its update, if its own
+// gradients were finite, stays applied. Run stops at such an error without saving, so the
+// last checkpoint holds the last good state; a caller that goes on from the trainer itself
+// after one should call TrainStep, which records nothing ahead.
 func (t *Trainer) trainStep(next bool) (StepResult, error) {
+	next = next && backend.Async(t.Model.Backend())
 	cur := t.ahead
 	t.ahead = recordedStep{}
 	if cur.step == 0 {
@@ -322,12 +328,9 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 	}
 	var after recordedStep
 	if next && cur.step < t.Opts.Steps && !math.IsNaN(t.sched.At(cur.step+1)) {
-		r, err := t.recordStep()
-		if err != nil {
-			_, _, _ = t.stepper.finish(cur.step)
-			return StepResult{Step: cur.step}, err
-		}
-		after = r
+		// (recordStep fails only on a batch the model refuses, which the trainer's batches
+		// never are; the step would then fail again when TrainStep records it.)
+		after, _ = t.recordStep()
 	}
 	loss, norm, err := t.stepper.finish(cur.step)
 	if after.step != 0 {

@@ -266,6 +266,9 @@ func (be *Backend) Limits() gpu.Limits { return be.dev.Limits() }
 // Name implements backend.Backend.
 func (be *Backend) Name() string { return "webgpu" }
 
+// Async reports that the backend runs kernels after their calls return (see backend.Async).
+func (be *Backend) Async() bool { return true }
+
 // Describe implements backend.Backend.
 func (be *Backend) Describe() string {
 	i := be.dev.Info()

@@ -85,8 +85,8 @@ func TestStreamInPieces(t *testing.T) {
 			t.Fatalf("place %d holds %d, want %d", j, v, writes-places+j)
 		}
 	}
-	if s := d.Stats(); s.Submits < 2 || s.WriteSubmits > s.Submits {
-		t.Errorf("%d submits (%d with writes) for %d dispatches flushed every %d", s.Submits, s.WriteSubmits, s.Dispatches, FlushEvery)
+	if s := d.Stats(); s.WriteSubmits < 2 {
+		t.Errorf("%d submits with writes (of %d) for %d dispatches flushed every %d", s.WriteSubmits, s.Submits, s.Dispatches, FlushEvery)
 	}
 }
 
