@@ -831,7 +831,10 @@ func (d *Device) ReadLater(dst []byte, b *Buffer, off uint64) error {
 }
 
 // Await submits everything recorded and waits until every ReadLater since the last Await has
-// filled its dst. It does not wait for the work recorded after the last read.
+// filled its dst. It does not wait for the work recorded after the last read, except that a
+// submit carrying writes (uploads, new parameter blocks) first waits for the GPU to finish
+// everything submitted before it (see writesWait): a training step recorded after the reads
+// is submitted once the GPU has reached them.
 func (d *Device) Await() error {
 	t0 := time.Now()
 	defer func() { d.stats.AwaitTime += time.Since(t0) }()
