@@ -854,7 +854,7 @@ func (d *Device) Await() error {
 	d.readPool = append(d.readPool, d.reads...)
 	clear(d.reads)
 	d.reads, d.unsent = d.reads[:0], 0
-	if err == nil && d.queue.Poll() >= d.lastSubmit {
+	if err == nil && d.finished() {
 		d.idle()
 	}
 	return err
@@ -1186,7 +1186,7 @@ func (d *Device) submit(cb *wgpu.CommandBuffer) error {
 // beforeWrite waits until every submit has completed, before memory the GPU may read is
 // rewritten.
 func (d *Device) beforeWrite() error {
-	if err := d.waitUntil(func() bool { return d.queue.Poll() >= d.lastSubmit }); err != nil {
+	if err := d.waitUntil(d.finished); err != nil {
 		return err
 	}
 	d.idle()
@@ -1267,8 +1267,15 @@ func (d *Device) endPass() {
 // submitting, and Flush waits for the GPU first. This is what lets a training step be recorded
 // while the one before it runs (see ReadLater) and submitted when that one ends.
 func (d *Device) writesWait() bool {
-	return (len(d.paramBytes) > 0 || len(d.upBytes) > 0) && d.queue.Poll() < d.lastSubmit
+	return d.carriesWrites() && !d.finished()
 }
+
+// carriesWrites reports whether the next submit carries writes: new parameter blocks or
+// uploads.
+func (d *Device) carriesWrites() bool { return len(d.paramBytes) > 0 || len(d.upBytes) > 0 }
+
+// finished reports whether the GPU has finished every submit.
+func (d *Device) finished() bool { return d.queue.Poll() >= d.lastSubmit }
 
 // Flush submits everything recorded so far as one command buffer, after the parts of the
 // parameter and upload arenas it reads (see submitWrites). It does not wait: earlier submits,
@@ -1284,18 +1291,19 @@ func (d *Device) Flush() error {
 	if d.writesWait() {
 		// The binding's queue write would wait for the GPU itself, and notice late that it
 		// has finished (docs/performance.md, thirty-fourth session); our wait spins.
-		if err := d.waitUntil(func() bool { return d.queue.Poll() >= d.lastSubmit }); err != nil {
+		if err := d.waitUntil(d.finished); err != nil {
 			return err
 		}
 	}
+	writes := d.carriesWrites()
 	if d.stamps != nil {
-		d.stamps.flush(d.pending, len(d.paramBytes) > 0 || len(d.upBytes) > 0)
+		d.stamps.flush(d.pending, writes)
 	}
 	// Both arenas are uniform buffers: the binding submits queued writes to them ahead of the
 	// stream in the same submit, with a barrier that makes them visible to uniform reads. (The
 	// binding's WriteBuffer first waits until the GPU has finished everything submitted: see
 	// writesWait.)
-	if len(d.paramBytes) > 0 || len(d.upBytes) > 0 {
+	if writes {
 		d.stats.WriteSubmits++
 	}
 	if len(d.paramBytes) > 0 {
