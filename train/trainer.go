@@ -327,9 +327,10 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 		cur = r
 	}
 	var after recordedStep
-	if next && cur.step < t.Opts.Steps && !math.IsNaN(t.sched.At(cur.step+1)) {
-		// (recordStep fails only on a batch the model refuses, which the trainer's batches
-		// never are; the step would then fail again when TrainStep records it.)
+	if next && cur.step < t.Opts.Steps {
+		// recordStep refuses a step whose learning rate is not finite (and a batch the model
+		// refuses, which the trainer's never are) before recording anything: that step is
+		// then not recorded ahead, and fails with its error when it comes.
 		after, _ = t.recordStep()
 	}
 	loss, norm, err := t.stepper.finish(cur.step)
