@@ -217,20 +217,10 @@ func TestRunCheckpointsAndStopsOnNaN(t *testing.T) {
 func TestRunCancelAndFinish(t *testing.T) {
 	o := smallOptions()
 	o.Steps = 6
-	tr, _ := New(cpu.New(), o, testCorpus(2000))
 	path := filepath.Join(t.TempDir(), "c.tinygpt")
-	ctx, cancel := context.WithCancel(context.Background())
-	err := tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
-		if e.Kind == "step" && e.Step == 2 {
-			cancel()
-		}
-	}})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run returned %v, want context.Canceled", err)
-	}
-	f, err := format.ReadFile(path)
-	if err != nil || f.Step != 2 || len(f.Header.LossHistory) != 2 {
-		t.Fatalf("after cancel: %v, step %d, %d points of history", err, f.Step, len(f.Header.LossHistory))
+	f := runCancelledAt(t, cpu.New(), o, 2, path)
+	if f.Step != 2 || len(f.Header.LossHistory) != 2 {
+		t.Fatalf("after cancel: step %d, %d points of history", f.Step, len(f.Header.LossHistory))
 	}
 	tr2, err := Resume(cpu.New(), f, ResumeOptions{})
 	if err != nil {
@@ -652,11 +642,23 @@ func TestRunBetweenSeesItsStep(t *testing.T) {
 
 	// Cancelled at step 2's event, the run had already recorded step 3 (nothing came between
 	// the two), which it finishes and saves.
-	tr, _ = New(asyncCPU{cpu.New()}, o, testCorpus(2000))
-	path := filepath.Join(t.TempDir(), "c.tinygpt")
+	f := runCancelledAt(t, asyncCPU{cpu.New()}, o, 2, filepath.Join(t.TempDir(), "c.tinygpt"))
+	if f.Step != 3 || len(f.Header.LossHistory) != 3 {
+		t.Fatalf("after cancel: step %d, %d points of history", f.Step, len(f.Header.LossHistory))
+	}
+}
+
+// runCancelledAt runs a new trainer of o on be, saving to path, cancels it at the event of
+// the given step, and returns the checkpoint it saved.
+func runCancelledAt(t *testing.T, be backend.Backend, o Options, step int, path string) *format.File {
+	t.Helper()
+	tr, err := New(be, o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	err = tr.Run(ctx, RunOptions{Out: path, OnEvent: func(e Event) {
-		if e.Kind == "step" && e.Step == 2 {
+		if e.Kind == "step" && e.Step == step {
 			cancel()
 		}
 	}})
@@ -664,7 +666,8 @@ func TestRunBetweenSeesItsStep(t *testing.T) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 	f, err := format.ReadFile(path)
-	if err != nil || f.Step != 3 || len(f.Header.LossHistory) != 3 {
-		t.Fatalf("after cancel: %v, step %d, %d points of history", err, f.Step, len(f.Header.LossHistory))
+	if err != nil {
+		t.Fatalf("after cancel: %v", err)
 	}
+	return f
 }
