@@ -74,10 +74,11 @@ func (o Options) Validate() error {
 	case o.Batch > (1<<26)/o.Model.Ctx:
 		return fmt.Errorf("batch×ctx = %d tokens per step is too large", o.Batch*o.Model.Ctx)
 	}
-	return o.schedule().Validate()
+	return o.LRSchedule().Validate()
 }
 
-func (o Options) schedule() Schedule {
+// LRSchedule is the learning-rate schedule the options describe.
+func (o Options) LRSchedule() Schedule {
 	return Schedule{Kind: o.Schedule, LR: o.LR, MinLR: o.MinLR, Warmup: o.Warmup, Steps: o.Steps}
 }
 
@@ -158,7 +159,7 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 	o.Clip, o.WeightDecay = float32(opts.Clip), float32(opts.WeightDecay)
 	n := opts.Batch * opts.Model.Ctx
 	return &Trainer{Opts: opts, Model: m, Optim: o, Corpus: corpus, Split: split,
-		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.schedule(),
+		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.LRSchedule(),
 		lastTrain: math.NaN(), lastVal: math.NaN(), lastValStep: -1, stepper: stepper{m: m, o: o}}, nil
 }
 

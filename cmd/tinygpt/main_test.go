@@ -413,3 +413,28 @@ func TestCorpusNotStoredNote(t *testing.T) {
 		t.Errorf("train on bytes: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// Extending a finished cosine run stretches its schedule: the resume says what that does to
+// the learning rate; a constant schedule, or the planned total, says nothing.
+func TestResumeNotesAMovedSchedule(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	size := []string{"--layers", "1", "--d-model", "32", "--ctx", "16", "--batch", "4", "--eval-every", "0"}
+	for _, kind := range []string{"cosine", "constant"} {
+		model := filepath.Join(dir, kind+".tinygpt")
+		code, out, errOut := tinygpt(t, "", append([]string{"train", "--data", corpus, "--steps", "10", "--out", model,
+			"--lr", "1e-3", "--schedule", kind}, size...)...)
+		if code != 0 {
+			t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = tinygpt(t, "", "train", "--resume", model, "--steps", "20", "--eval-every", "0")
+		if code != 0 {
+			t.Fatalf("resume: exit %d\n%s%s", code, out, errOut)
+		}
+		// Step 11 of a cosine from 1e-3 to 1e-4 over 20 steps: 1e-4 + 4.5e-4·(1+cos(π·11/20)).
+		want := "note:    the cosine schedule now ends at step 20, not 10: step 11's learning rate is 4.80e-04 (the saved schedule: 1.00e-04), falling to 1.00e-04 at step 20"
+		if got := strings.Contains(out, want); got != (kind == "cosine") {
+			t.Errorf("%s: the note is there: %v, want %v:\n%s", kind, got, kind == "cosine", out)
+		}
+	}
+}

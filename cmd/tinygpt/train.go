@@ -275,6 +275,9 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 			*out = *resume
 		}
 		fmt.Fprintf(e.stdout, "resuming %s at step %d of %d\n", *resume, t.Step(), t.Opts.Steps)
+		if note := scheduleMoved(t, fc.MaxSteps); note != "" {
+			fmt.Fprintln(e.stdout, note)
+		}
 	} else {
 		p, err := gpt.PresetByName(*presetName)
 		if err != nil {
@@ -422,6 +425,26 @@ func interruptible(w io.Writer, what string) (ctx context.Context, stop func()) 
 		cancel()
 		<-done // nothing is printed after stop returns
 	}
+}
+
+// scheduleMoved says how a resumed cosine run's learning rate changes when --steps moves the
+// schedule's end away from saved, the total the file planned ("" when nothing changes): the
+// cosine is stretched over the new total, so the rate of the next step jumps (up, when a finished
+// run is extended).
+func scheduleMoved(t *train.Trainer, saved int) string {
+	now := t.Opts.LRSchedule()
+	if now.Kind != train.Cosine || saved == now.Steps {
+		return ""
+	}
+	was := now
+	was.Steps = saved
+	next := t.Step() + 1
+	wasLR := was.At(next)
+	if t.Step() >= saved {
+		wasLR = was.At(saved) // the run had ended: its last rate
+	}
+	return fmt.Sprintf("note:    the cosine schedule now ends at step %d, not %d: step %d's learning rate is %.2e (the saved schedule: %.2e), falling to %.2e at step %d",
+		now.Steps, saved, next, now.At(next), wasLR, now.At(now.Steps), now.Steps)
 }
 
 // resumeHint is the command that continues a run saved in out: with the run's --data (and
