@@ -1,8 +1,10 @@
 package format
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -41,30 +43,45 @@ func formatErr(format string, args ...any) error {
 // nil M and V and Header.WeightDtype "fp32", even if its header has no
 // weightDtype key, so that [Encode] writes the same layout again.
 func Decode(data []byte) (*File, error) {
-	if len(data) < prefixLen {
-		if len(data) >= 4 && string(data[:4]) != Magic {
-			return nil, formatErr("not a .tinygpt file: magic is %q, want %q", data[:4], Magic)
+	return decode(bytes.NewReader(data), int64(len(data)))
+}
+
+// decode parses a .tinygpt file of size bytes read from r. It checks the header against size
+// before it reads the state, which it decodes a piece at a time, so that reading a file holds
+// little more than the File it returns.
+func decode(r io.Reader, size int64) (*File, error) {
+	var prefix [prefixLen]byte
+	if size < prefixLen {
+		n, _ := io.ReadFull(r, prefix[:size])
+		if n >= 4 && string(prefix[:4]) != Magic {
+			return nil, formatErr("not a .tinygpt file: magic is %q, want %q", prefix[:4], Magic)
 		}
-		return nil, formatErr("file is %d bytes, too short for the %d-byte prefix (magic, version, header length)", len(data), prefixLen)
+		return nil, formatErr("file is %d bytes, too short for the %d-byte prefix (magic, version, header length)", size, prefixLen)
 	}
-	if string(data[:4]) != Magic {
-		return nil, formatErr("not a .tinygpt file: magic is %q, want %q", data[:4], Magic)
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, readErr(err)
 	}
-	if v := binary.LittleEndian.Uint32(data[4:]); v != Version {
+	if string(prefix[:4]) != Magic {
+		return nil, formatErr("not a .tinygpt file: magic is %q, want %q", prefix[:4], Magic)
+	}
+	if v := binary.LittleEndian.Uint32(prefix[4:]); v != Version {
 		return nil, formatErr("unsupported version %d, want %d", v, Version)
 	}
-	hlen := uint64(binary.LittleEndian.Uint32(data[8:]))
-	if hlen > uint64(len(data)-prefixLen) {
-		return nil, formatErr("header length %s exceeds file size (%d bytes)", humanBytes(hlen), len(data))
+	hlen := int64(binary.LittleEndian.Uint32(prefix[8:]))
+	if hlen > size-prefixLen {
+		return nil, formatErr("header length %s exceeds file size (%d bytes)", humanBytes(uint64(hlen)), size)
 	}
-	hdrBytes := data[prefixLen : prefixLen+int(hlen)]
-	state := data[prefixLen+int(hlen):]
+	hdrBytes := make([]byte, hlen)
+	if _, err := io.ReadFull(r, hdrBytes); err != nil {
+		return nil, readErr(err)
+	}
 
 	f := new(File)
 	h := &f.Header
 	if err := json.Unmarshal(hdrBytes, h); err != nil {
 		return nil, &FormatError{Msg: "header is not valid JSON", Err: err}
 	}
+	hdrBytes = nil
 	if h.Version != 0 && h.Version != Version {
 		return nil, formatErr("header version %d does not match container version %d", h.Version, Version)
 	}
@@ -93,7 +110,7 @@ func Decode(data []byte) (*File, error) {
 	if err != nil {
 		return nil, formatErr("%v", err)
 	}
-	have := int64(len(state))
+	have := size - prefixLen - hlen
 	if have != need {
 		if have > need {
 			return nil, formatErr("state has %d bytes, config needs %d (%s): %d trailing bytes", have, need, what, have-need)
@@ -106,45 +123,7 @@ func Decode(data []byte) (*File, error) {
 	if dtype != DtypeInt4 && (h.Int4BlockSize != 0 || h.Int4ScalesBytes != 0 || h.Int4PackedBytes != 0) {
 		return nil, formatErr("int4 keys in a file whose weightDtype is %q", dtype)
 	}
-
-	// The state size matches the config, so every size below is bounded by
-	// len(data) and fits in an int.
-	p := ParamCount(c)
-	f.Step = int32(binary.LittleEndian.Uint32(state))
-	if f.Step < 0 {
-		return nil, formatErr("step is %d; a step count cannot be negative", f.Step)
-	}
-	body := state[4:]
-	sizes := tensorSizes(c)
-	switch dtype {
-	case DtypeFull, DtypeFP32:
-		f.Weights = make([]float32, p)
-		if !withOpt {
-			// Say so explicitly: Encode writes "" as the full state.
-			h.WeightDtype = DtypeFP32
-			for i := range f.Weights {
-				f.Weights[i] = math.Float32frombits(binary.LittleEndian.Uint32(body[4*i:]))
-			}
-			break
-		}
-		f.M = make([]float32, p)
-		f.V = make([]float32, p)
-		off := 0
-		for _, n := range sizes {
-			for _, dst := range [][]float32{f.Weights, f.M, f.V} {
-				for i := off; i < off+n; i++ {
-					dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(body))
-					body = body[4:]
-				}
-			}
-			off += n
-		}
-	case DtypeFP16:
-		f.Weights = make([]float32, p)
-		for i := range f.Weights {
-			f.Weights[i] = Float16ToFloat32(binary.LittleEndian.Uint16(body[2*i:]))
-		}
-	case DtypeInt4:
+	if dtype == DtypeInt4 {
 		blocks := int(int4Blocks(c))
 		if h.Int4BlockSize != Int4BlockSize {
 			return nil, formatErr("int4BlockSize is %d, want %d", h.Int4BlockSize, Int4BlockSize)
@@ -155,17 +134,101 @@ func Decode(data []byte) (*File, error) {
 		if h.Int4PackedBytes != Int4BlockSize/2*blocks {
 			return nil, formatErr("int4PackedBytes is %d, config needs %d (%d blocks)", h.Int4PackedBytes, Int4BlockSize/2*blocks, blocks)
 		}
-		scales := make([]uint16, blocks)
-		for i := range scales {
-			scales[i] = binary.LittleEndian.Uint16(body[2*i:])
-		}
-		f.Weights = make([]float32, p)
-		dequantizeInt4(scales, body[2*blocks:], sizes, f.Weights)
+	}
+
+	// The state size matches the config and size, so every size below is bounded by the
+	// file's and fits in an int.
+	var step [4]byte
+	if _, err := io.ReadFull(r, step[:]); err != nil {
+		return nil, readErr(err)
+	}
+	f.Step = int32(binary.LittleEndian.Uint32(step[:]))
+	if f.Step < 0 {
+		return nil, formatErr("step is %d; a step count cannot be negative", f.Step)
+	}
+	if err := readState(r, f, c, dtype, withOpt); err != nil {
+		return nil, readErr(err)
 	}
 	if err := checkFinite(f, c); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// readState reads the state after the step: the weights in dtype, and with withOpt the two
+// moments, interleaved tensor by tensor.
+func readState(r io.Reader, f *File, c Config, dtype string, withOpt bool) error {
+	p := ParamCount(c)
+	sizes := tensorSizes(c)
+	buf := make([]byte, min(1<<20, 4*p))
+	f.Weights = make([]float32, p)
+	switch dtype {
+	case DtypeFull, DtypeFP32:
+		if !withOpt {
+			// Say so explicitly: Encode writes "" as the full state.
+			f.Header.WeightDtype = DtypeFP32
+			return readFloats(r, f.Weights, buf)
+		}
+		f.M = make([]float32, p)
+		f.V = make([]float32, p)
+		off := 0
+		for _, n := range sizes {
+			for _, dst := range [][]float32{f.Weights, f.M, f.V} {
+				if err := readFloats(r, dst[off:off+n], buf); err != nil {
+					return err
+				}
+			}
+			off += n
+		}
+	case DtypeFP16:
+		for w := f.Weights; len(w) > 0; {
+			b := buf[:2*min(len(w), len(buf)/2)]
+			if _, err := io.ReadFull(r, b); err != nil {
+				return err
+			}
+			for i := range len(b) / 2 {
+				w[i] = Float16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+			w = w[len(b)/2:]
+		}
+	case DtypeInt4:
+		// About a seventh of the weights' size: read whole.
+		blocks := int(int4Blocks(c))
+		raw := make([]byte, 2*blocks+Int4BlockSize/2*blocks)
+		if _, err := io.ReadFull(r, raw); err != nil {
+			return err
+		}
+		scales := make([]uint16, blocks)
+		for i := range scales {
+			scales[i] = binary.LittleEndian.Uint16(raw[2*i:])
+		}
+		dequantizeInt4(scales, raw[2*blocks:], sizes, f.Weights)
+	}
+	return nil
+}
+
+// readFloats fills dst with little-endian float32s read from r, through buf.
+func readFloats(r io.Reader, dst []float32, buf []byte) error {
+	for len(dst) > 0 {
+		b := buf[:4*min(len(dst), len(buf)/4)]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return err
+		}
+		for i := range len(b) / 4 {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		dst = dst[len(b)/4:]
+	}
+	return nil
+}
+
+// readErr reports a read that failed after the file's size had been checked: a file cut
+// short by another program while it was read, or an I/O error.
+func readErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &FormatError{Msg: "the file ended early while it was read (did another program change it?)", Err: err}
+	}
+	return fmt.Errorf("format: reading: %w", err)
 }
 
 // checkFinite reports the first weight or optimizer moment that is not a finite number (or a
@@ -239,7 +302,8 @@ func Read(r io.Reader) (*File, error) {
 	return Decode(data)
 }
 
-// ReadFile reads and decodes the .tinygpt file at path.
+// ReadFile reads and decodes the .tinygpt file at path, a piece at a time: it holds little more
+// than the File it returns.
 func ReadFile(path string) (*File, error) {
 	// Only a regular file has an end: a device such as /dev/zero would be read into memory for
 	// ever, and opening a pipe waits for a writer.
@@ -248,11 +312,21 @@ func ReadFile(path string) (*File, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file (%s), so not a model file", path, fileKind(fi.Mode()))
 	}
-	data, err := os.ReadFile(path)
+	file, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := Decode(data)
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f, err := decode(file, fi.Size())
+	if err == nil {
+		if n, _ := file.Read(make([]byte, 1)); n > 0 {
+			err = formatErr("the file grew while it was read (did another program change it?)")
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

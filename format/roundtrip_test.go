@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -341,4 +344,57 @@ func assemble(header, state []byte) []byte {
 	out = append(out, byte(len(header)), byte(len(header)>>8), byte(len(header)>>16), byte(len(header)>>24))
 	out = append(out, header...)
 	return append(out, state...)
+}
+
+// Reading a file decodes it a piece at a time: ReadFile allocates little more than the File it
+// returns (the whole file in memory as well would double it), for each kind of state.
+func TestReadFileHoldsLittleMoreThanTheModel(t *testing.T) {
+	c := Config{Ctx: 64, Layers: 4, Heads: 4, DModel: 128, DMlp: 512}
+	full := testFile(c, 3)
+	full.Header.Corpus = ""
+	for _, dtype := range []string{DtypeFull, DtypeFP32, DtypeFP16, DtypeInt4} {
+		f := full
+		switch dtype {
+		case DtypeFP32:
+			w := *full
+			w.M, w.V, w.Header.WeightDtype = nil, nil, DtypeFP32
+			f = &w
+		case DtypeFP16:
+			f = ToFP16(full, "m", time.Now())
+		case DtypeInt4:
+			f = ToInt4(full, "m", time.Now())
+		}
+		path := filepath.Join(t.TempDir(), "m.tinygpt")
+		if err := WriteFile(path, f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, err := ReadFile(path)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := uint64(4 * (len(got.Weights) + len(got.M) + len(got.V)))
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > model+model/8+2<<20 {
+			t.Errorf("dtype %q: reading a model of %d bytes allocated %d", dtype, model, alloc)
+		}
+		if !reflect.DeepEqual(got.Weights, mustDecodeWeights(t, path)) {
+			t.Errorf("%s: ReadFile and Decode differ", dtype)
+		}
+	}
+}
+
+// mustDecodeWeights decodes the file at path from memory.
+func mustDecodeWeights(t *testing.T, path string) []float32 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Weights
 }
