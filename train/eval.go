@@ -103,7 +103,9 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	var profile string
 	s := stepper{m: m, o: opt}
 	// The trainer's steps as Run makes them: each step recorded before the results of the one
-	// before are read (see stepper), its time from those results to its own.
+	// before are read (see stepper), its time from those results to its own. A step after the
+	// last timed one is recorded too, so that every timed interval holds one step's work on
+	// every backend: the CPU computes a step as it records it, the GPU as it runs it.
 	record := func() error {
 		for j := range inputs {
 			inputs[j] = int32(rng.Uint64() % gpt.Vocab)
@@ -111,31 +113,22 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		}
 		return s.record(gpt.Batch{B: p.Batch, T: p.Ctx, Inputs: inputs, Targets: targets}, 0, 0, 3e-4)
 	}
-	// The backend's profile counts from the recording of the first timed step.
-	profileFrom := func(i int) {
-		if prof != nil && i == warmup {
-			prof.Profile(1)
-		}
-	}
-	last := time.Now()
-	profileFrom(0)
 	if err := record(); err != nil {
 		return BenchResult{}, err
 	}
 	s.ask()
+	last := time.Now()
 	for i := 0; i < warmup+steps; i++ {
-		if i+1 < warmup+steps {
-			profileFrom(i + 1)
-			if err := record(); err != nil {
-				return BenchResult{}, err
-			}
+		if prof != nil && i == warmup {
+			prof.Profile(1) // counts what the timed intervals do: a recording and a read each
+		}
+		if err := record(); err != nil {
+			return BenchResult{}, err
 		}
 		if _, _, err := s.finish(i + 1); err != nil {
 			return BenchResult{}, err
 		}
-		if i+1 < warmup+steps {
-			s.ask()
-		}
+		s.ask()
 		now := time.Now()
 		if i >= warmup {
 			times = append(times, now.Sub(last).Seconds()*1e3)
@@ -144,6 +137,9 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	}
 	if prof != nil {
 		profile = prof.Profile(steps)
+	}
+	if _, _, err := s.finish(warmup + steps + 1); err != nil { // the step after the last, untimed
+		return BenchResult{}, err
 	}
 	decode, err := benchDecode(m)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"tinygpt/backend"
@@ -309,6 +310,35 @@ func TestBench(t *testing.T) {
 	}
 	if r.Params != 70464 || !(r.MsPerStep > 0) || !(r.GFLOPs > 0) || r.TokensPerS <= 0 {
 		t.Errorf("bench result %+v", r)
+	}
+}
+
+// slowCPU is the CPU backend with every training step at least 20 ms longer (its encoder
+// forward, which each step runs once, sleeps; decoding's, of one token, does not).
+type slowCPU struct{ backend.Backend }
+
+func (b slowCPU) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int) {
+	if B*T > 1 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Backend.Encoder(out, tok, wte, wpe, B, T, pos0, C)
+}
+
+// Every timed interval of the bench holds a whole step, the last one too: with one or two
+// timed steps, none can be shorter than the step's sleep (the bench once timed its last
+// step's read alone, ~0 ms on the CPU, which computes a step as it records it).
+func TestBenchTimesWholeSteps(t *testing.T) {
+	p, _ := gpt.PresetByName("tiny")
+	for _, steps := range []int{1, 2} {
+		for _, warmup := range []int{0, 1} {
+			r, err := Bench(slowCPU{cpu.New()}, p, warmup, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.MinMs < 20 || r.MsPerStep < 20 {
+				t.Errorf("%d steps after %d warm-up: %.3f ms a step, the shortest %.3f; each step sleeps 20 ms", steps, warmup, r.MsPerStep, r.MinMs)
+			}
+		}
 	}
 }
 
