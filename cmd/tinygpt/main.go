@@ -84,6 +84,10 @@ func run(args []string, e *env) int {
 			case errors.Is(err, errUsage):
 				return 2
 			}
+			var stopped interrupted
+			if errors.As(err, &stopped) { // the run said so and saved its checkpoint
+				return stopped.exitCode()
+			}
 			fmt.Fprintf(e.stderr, "tinygpt %s: %v\n", name, err)
 			return 1
 		}

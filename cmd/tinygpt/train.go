@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -183,7 +184,8 @@ func cmdTrain(args []string, e *env) error {
 	fs := newFlags(e, "train", "[flags]", `
 Trains a model and saves it to --out, checkpointing as it goes. With no flags it trains the
 small preset on the built-in corpus for 1500 steps and prints a sample at the end.
-Ctrl-C stops the run after the current step and saves a checkpoint; --resume continues it.`)
+Ctrl-C (or SIGTERM, SIGHUP, SIGPIPE) stops the run after the current step and saves a
+checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 	presetName := fs.String("preset", gpt.DefaultPreset, "model size: "+presetNames())
 	dataPath := fs.String("data", "", "training text: a file, a directory (see --glob) or - for stdin; default the built-in corpus")
 	glob := fs.String("glob", "", "with a directory --data, only files whose name matches this pattern (e.g. '*.go')")
@@ -356,7 +358,7 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
-	ctx, stop := interruptible(e.stdout, "stopping: a checkpoint is saved once the step under way is done")
+	ctx, caught, stop := interruptible(e.stdout, "stopping; a checkpoint is saved once the step under way is done")
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
 	saved := 0 // the step the checkpoint at *out holds, for the hint after a failure
@@ -378,10 +380,13 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 				without = "the final evaluation and sample"
 			}
 			fmt.Fprintf(e.stdout, "\nstopped after the last step; saved %s with all %d steps (without %s)\n", *out, t.Step(), without)
-			return nil
+		} else {
+			fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out,
+				resumeHint(*out, *dataPath, *glob, t.CorpusStored()))
 		}
-		fmt.Fprintf(e.stdout, "\nstopped at step %d; saved %s. Continue with: %s\n", t.Step(), *out,
-			resumeHint(*out, *dataPath, *glob, t.CorpusStored()))
+		if s := caught(); s != nil {
+			return interrupted{s}
+		}
 		return nil
 	}
 	if err != nil {
@@ -400,31 +405,73 @@ Ctrl-C stops the run after the current step and saves a checkpoint; --resume con
 	return nil
 }
 
-// interruptible returns a context that the first Ctrl-C (or SIGTERM) cancels, saying so on w
-// with what happens next; a second one ends the process at once, as it would without us. stop
-// releases the signals.
-func interruptible(w io.Writer, what string) (ctx context.Context, stop func()) {
+// interruptible returns a context that the first Ctrl-C, SIGTERM, SIGHUP (the terminal was
+// closed) or SIGPIPE (whoever read the output went away) cancels, saying so on w with what
+// happens next; a second Ctrl-C or SIGTERM ends the process at once, as it would without us,
+// while later hangups and broken pipes are ignored, so that the checkpoint is still written.
+// caught returns the signal that cancelled the context (nil if none); stop releases the signals.
+func interruptible(w io.Writer, what string) (ctx context.Context, caught func() os.Signal, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sig := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	sig := make(chan os.Signal, 4)
+	quit, done := make(chan struct{}), make(chan struct{})
+	var first atomic.Value
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
 		defer close(done)
-		select {
-		case <-sig:
-			signal.Stop(sig) // the next signal takes its default action
-			if ctx.Err() == nil {
-				fmt.Fprintf(w, "\n%s (Ctrl-C again quits at once, without saving)\n", what)
+		for {
+			select {
+			case s := <-sig:
+				if ctx.Err() != nil {
+					continue // a hangup or broken pipe after the first signal
+				}
+				first.Store(s)
+				signal.Reset(os.Interrupt, syscall.SIGTERM) // the next one takes its default action
+				fmt.Fprintf(w, "\n%s: %s (Ctrl-C again quits at once, without saving)\n", signalName(s), what)
 				cancel()
+			case <-quit:
+				return
 			}
-		case <-ctx.Done():
 		}
 	}()
-	return ctx, func() {
+	caught = func() os.Signal {
+		s, _ := first.Load().(os.Signal)
+		return s
+	}
+	return ctx, caught, func() {
 		signal.Stop(sig)
 		cancel()
+		close(quit)
 		<-done // nothing is printed after stop returns
 	}
+}
+
+// signalName says what a signal that stops training means to the user.
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "interrupted"
+	case syscall.SIGTERM:
+		return "terminated"
+	case syscall.SIGHUP:
+		return "the terminal closed"
+	case syscall.SIGPIPE:
+		return "the output's reader went away"
+	}
+	return s.String()
+}
+
+// interrupted is the error of a run stopped by a signal, after its checkpoint was saved: the
+// process exits with 128 + the signal's number, as a shell reports a process the signal ended.
+type interrupted struct{ sig os.Signal }
+
+func (e interrupted) Error() string { return "stopped by " + e.sig.String() }
+
+// exitCode is the process's exit status for the run e stopped.
+func (e interrupted) exitCode() int {
+	if n, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
 }
 
 // scheduleMoved says how a resumed cosine run's learning rate changes when --steps moves the
