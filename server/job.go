@@ -294,6 +294,9 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 		case "checkpoint":
 			s.saveRunFromTrainer(j, t, StatusTraining)
 			s.hub.publish("checkpoint", map[string]any{"id": j.id, "step": e.Step})
+		case "warning":
+			s.cfg.Logf("tinygpt serve: run %s: %s", j.id, e.Text)
+			s.hub.publish("warning", map[string]any{"id": j.id, "step": e.Step, "text": e.Text})
 		}
 	}
 	var err error

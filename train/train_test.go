@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -700,4 +701,39 @@ func runCancelledAt(t *testing.T, be backend.Backend, o Options, step int, path 
 		t.Fatalf("after cancel: %v", err)
 	}
 	return f
+}
+
+// A checkpoint that cannot be written (here its folder is a file; in use, a full disk) is
+// reported and training goes on; the last state, which would otherwise be lost, is written to
+// the temporary folder, and the run's error says where.
+func TestUnwritableCheckpointLosesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := smallOptions()
+	o.Steps, o.CheckpointEvery, o.EvalEvery = 5, 2, 0
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warnings []int
+	err = tr.Run(context.Background(), RunOptions{Out: filepath.Join(blocker, "m.tinygpt"), OnEvent: func(ev Event) {
+		if ev.Kind == "warning" {
+			warnings = append(warnings, ev.Step)
+		}
+	}})
+	if tr.Step() != 5 || len(warnings) != 2 || warnings[0] != 2 || warnings[1] != 4 {
+		t.Errorf("trained %d steps with warnings at %v; want 5 steps, warnings at steps 2 and 4", tr.Step(), warnings)
+	}
+	rescued, _ := filepath.Glob(filepath.Join(tmp, "m-step5-*.tinygpt"))
+	if err == nil || len(rescued) != 1 || !strings.Contains(err.Error(), "saved to "+rescued[0]+" instead") {
+		t.Fatalf("the run's error %v; files rescued %v", err, rescued)
+	}
+	f, err := format.ReadFile(rescued[0])
+	if err != nil || f.Step != 5 || f.M == nil {
+		t.Errorf("the rescued file: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -556,7 +557,7 @@ func hashText(b []byte) string {
 
 // Event is a progress report of Run.
 type Event struct {
-	Kind       string        `json:"event"` // "step", "eval", "checkpoint", "sample"
+	Kind       string        `json:"event"` // "step", "eval", "checkpoint", "sample", "warning" (Text says what)
 	Step       int           `json:"step"`
 	Steps      int           `json:"steps"`
 	Loss       float64       `json:"loss,omitempty"`
@@ -621,32 +622,43 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		}
 		return f, nil
 	}
-	// write writes a snapshot to ro.Out (none for nil).
-	write := func(f *format.File) error {
+	perm := ro.Perm
+	if perm == 0 {
+		perm = 0o644
+	}
+	// write writes a snapshot to ro.Out (none for nil). When that fails, the run's last
+	// state (final) is written elsewhere rather than lost; a checkpoint on the way is only
+	// reported, and the run goes on to the next.
+	write := func(f *format.File, final bool) error {
 		if f == nil {
 			return nil
 		}
-		perm := ro.Perm
-		if perm == 0 {
-			perm = 0o644
-		}
 		if err := format.WriteFile(ro.Out, f, perm); err != nil {
-			return fmt.Errorf("saving checkpoint: %w", err)
+			if final {
+				return rescue(f, ro.Out, perm, err)
+			}
+			held := "no checkpoint has been written yet"
+			if lastSaved >= 0 {
+				held = fmt.Sprintf("%s holds step %d", ro.Out, lastSaved)
+			}
+			emit(Event{Kind: "warning", Step: t.Step(), Text: fmt.Sprintf("saving the checkpoint of step %d failed: %v; "+
+				"training goes on and the next checkpoint tries again (%s)", t.Step(), err, held)})
+			return nil
 		}
 		lastSaved = t.Step()
 		emit(Event{Kind: "checkpoint", Step: t.Step(), Path: ro.Out})
 		return nil
 	}
-	save := func() error {
+	save := func(final bool) error {
 		f, err := snapshot()
 		if err != nil {
 			return err
 		}
-		return write(f)
+		return write(f, final)
 	}
 	// stopped saves the step and returns ctx's error: the run was stopped.
 	stopped := func() error {
-		if err := save(); err != nil {
+		if err := save(true); err != nil {
 			return err
 		}
 		return ctx.Err()
@@ -721,7 +733,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			if serr == nil && f != nil {
 				f.Header.Sample = s
 			}
-			if err := write(f); err != nil {
+			if err := write(f, true); err != nil {
 				return err
 			}
 			if serr != nil && ctx.Err() != nil {
@@ -731,10 +743,27 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 				return fmt.Errorf("sampling after the last step: %w", serr)
 			}
 		} else if t.Opts.CheckpointEvery > 0 && t.Step()%t.Opts.CheckpointEvery == 0 {
-			if err := save(); err != nil {
+			if err := save(false); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// rescue writes f, the last state of a run that could not be saved at out (err: a full disk,
+// say), to a new file in the system's temporary folder, so that the run's training is not
+// lost, and returns the error that says where it went.
+func rescue(f *format.File, out string, perm os.FileMode, err error) error {
+	base := strings.TrimSuffix(filepath.Base(out), ".tinygpt")
+	tmp, terr := os.CreateTemp("", fmt.Sprintf("%s-step%d-*.tinygpt", base, f.Step))
+	if terr == nil {
+		path := tmp.Name()
+		tmp.Close()
+		if terr = format.WriteFile(path, f, perm); terr == nil {
+			return fmt.Errorf("saving checkpoint: %w; the run's state (step %d) was saved to %s instead: move it where it belongs (it resumes from there)", err, f.Step, path)
+		}
+		os.Remove(path)
+	}
+	return fmt.Errorf("saving checkpoint: %w; saving it to the temporary folder failed too (%v), so the steps since the last checkpoint are lost", err, terr)
 }

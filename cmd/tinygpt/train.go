@@ -803,6 +803,9 @@ func (p *progress) event(ev train.Event) {
 		fmt.Fprintf(w, "--- sample at step %d ---\n%s\n---\n", ev.Step, safeText(ev.Text))
 	case "checkpoint":
 		// Saving is quiet; the final message names the file.
+	case "warning":
+		p.clear()
+		fmt.Fprintf(p.e.stderr, "warning: %s\n", ev.Text)
 	}
 }
 

@@ -434,6 +434,7 @@ function connect() {
   events.addEventListener('progress', (e) => onProgress(JSON.parse(e.data)));
   events.addEventListener('eval', (e) => onEval(JSON.parse(e.data)));
   events.addEventListener('sample', (e) => onSample(JSON.parse(e.data)));
+  events.addEventListener('warning', (e) => toast(JSON.parse(e.data).text, 'error'));
 }
 
 // ------------------------------------------------------------------ models
