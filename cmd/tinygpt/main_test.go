@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -435,6 +436,27 @@ func TestResumeNotesAMovedSchedule(t *testing.T) {
 		want := "note:    the cosine schedule now ends at step 20, not 10: step 11's learning rate is 4.80e-04 (the saved schedule: 1.00e-04), falling to 1.00e-04 at step 20"
 		if got := strings.Contains(out, want); got != (kind == "cosine") {
 			t.Errorf("%s: the note is there: %v, want %v:\n%s", kind, got, kind == "cosine", out)
+		}
+	}
+}
+
+// A name train chooses itself never replaces a model: a second run on the same corpus and size
+// writes name-2, a third name-3; --out names the file to replace.
+func TestDefaultNameKeepsEarlierModels(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	t.Chdir(dir)
+	args := []string{"train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8", "--batch", "2", "--eval-every", "0"}
+	for i, want := range []string{"corpus-1L-d16-ctx8.tinygpt", "corpus-1L-d16-ctx8-2.tinygpt", "corpus-1L-d16-ctx8-3.tinygpt"} {
+		steps := fmt.Sprint(3 + i)
+		code, out, errOut := tinygpt(t, "", append(args, "--steps", steps)...)
+		if code != 0 || !strings.Contains(out, "saving:  "+want+"\n") {
+			t.Fatalf("run %d: exit %d, want it saved to %s:\n%s%s", i+1, code, want, out, errOut)
+		}
+	}
+	for i, name := range []string{"corpus-1L-d16-ctx8.tinygpt", "corpus-1L-d16-ctx8-2.tinygpt", "corpus-1L-d16-ctx8-3.tinygpt"} {
+		if f, err := format.ReadFile(name); err != nil || f.Step != int32(3+i) {
+			t.Errorf("%s: %v, want step %d", name, err, 3+i)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -325,7 +326,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 			}
 		}
 		if *out == "" {
-			*out = defaultOutName(corpus.Source, opts)
+			*out = freeName(defaultOutName(corpus.Source, opts))
 		}
 	}
 	outIsModel, err := checkWritable("--out", *out)
@@ -661,6 +662,22 @@ func loadInitWeights(t *train.Trainer, path string) error {
 			path, fc.Layers, fc.DModel, fc.Heads, fc.Ctx, c)
 	}
 	return t.Model.SetWeights(f.Weights)
+}
+
+// freeName returns name, or, when a file of that name exists, the first of name-2, name-3, ...
+// that does not (before the extension): a name train chose itself never replaces a model.
+func freeName(name string) string {
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; ; i++ {
+		try := name
+		if i > 1 {
+			try = fmt.Sprintf("%s-%d%s", stem, i, ext)
+		}
+		if _, err := os.Lstat(try); errors.Is(err, fs.ErrNotExist) || i == 1000 {
+			return try
+		}
+	}
 }
 
 // defaultOutName derives a model file name from the corpus and the model size.
