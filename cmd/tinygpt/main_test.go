@@ -460,3 +460,28 @@ func TestDefaultNameKeepsEarlierModels(t *testing.T) {
 		}
 	}
 }
+
+// Resuming through a symbolic link writes the model it points to, and the link stays a link.
+func TestResumeThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	real, link := filepath.Join(dir, "real.tinygpt"), filepath.Join(dir, "latest.tinygpt")
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "3", "--eval-every", "0", "--out", real)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.Symlink("real.tinygpt", link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	code, out, errOut = tinygpt(t, "", "train", "--resume", link, "--steps", "5", "--eval-every", "0")
+	if code != 0 {
+		t.Fatalf("resume through the link: exit %d\n%s%s", code, out, errOut)
+	}
+	if f, err := format.ReadFile(real); err != nil || f.Step != 5 {
+		t.Errorf("the model the link points to: %v, step %v, want 5", err, f)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link is no longer a link: %v", err)
+	}
+}

@@ -276,6 +276,9 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		}
 		if *out == "" {
 			*out = *resume
+			if real, err := filepath.EvalSymlinks(*resume); err == nil {
+				*out = real // a link to the model (latest.tinygpt, say) is followed, not replaced
+			}
 		}
 		fmt.Fprintf(e.stdout, "resuming %s at step %d of %d\n", *resume, t.Step(), t.Opts.Steps)
 		if note := scheduleMoved(t, fc.MaxSteps); note != "" {
