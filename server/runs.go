@@ -468,6 +468,10 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	var corpus *data.Corpus
 	if b, err := os.ReadFile(s.store.corpusPath(run.ID)); err == nil {
 		corpus = &data.Corpus{Text: b, Source: run.Corpus.Source, Files: 1}
+	} else if f.Header.Corpus == "" {
+		httpError(w, http.StatusBadRequest, "this model was saved without the text it was trained on, so its training cannot continue here; "+
+			"sample from it, or continue it with the text on the command line: tinygpt train --resume FILE --data TEXT")
+		return
 	}
 	// The run goes on on its own backend while that is available.
 	fc := f.Header.Config

@@ -1020,3 +1020,34 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// An imported model saved without its corpus cannot continue training here, and the answer says
+// what can be done instead (not a command-line flag alone).
+func TestContinueWithoutCorpus(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	status, raw := ts.do("GET", "/api/runs/"+start.Run.ID+"/download", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("download: %d %s", status, raw)
+	}
+	f, err := format.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Header.Corpus = ""
+	if raw, err = format.Encode(f); err != nil {
+		t.Fatal(err)
+	}
+	status, b := ts.do("POST", "/api/runs/import?name=bare", "application/octet-stream", bytes.NewReader(raw))
+	if status != http.StatusCreated {
+		t.Fatalf("import: %d %s", status, b)
+	}
+	var run Run
+	json.Unmarshal(b, &run)
+	status, b = ts.do("POST", "/api/runs/"+run.ID+"/continue", "application/json", strings.NewReader(`{"steps":3}`))
+	if status != http.StatusBadRequest || !bytes.Contains(b, []byte("saved without the text it was trained on")) {
+		t.Errorf("continuing a model without its corpus: %d %s", status, b)
+	}
+}

@@ -736,6 +736,9 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			if err := write(f, true); err != nil {
 				return err
 			}
+			if serr == nil {
+				emit(Event{Kind: "sample", Step: t.Step(), Text: s})
+			}
 			if serr != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -55,7 +55,7 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 	}
 	logText, _ := os.ReadFile(log)
 	lines := strings.Split(strings.TrimSpace(string(logText)), "\n")
-	var steps, evals int
+	var steps, evals, samples int
 	for _, l := range lines {
 		var ev map[string]any
 		if err := json.Unmarshal([]byte(l), &ev); err != nil {
@@ -66,10 +66,14 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 			steps++
 		case "eval":
 			evals++
+		case "sample": // the final one, printed once, with the summary
+			if samples++; ev["step"] != 10.0 || !strings.Contains(out, "sample:\n"+safeText(ev["text"].(string))) || strings.Contains(out, "--- sample at step 10") {
+				t.Errorf("the final sample %v, printed as\n%s", ev, out)
+			}
 		}
 	}
-	if steps != 10 || evals != 2 {
-		t.Errorf("log has %d steps and %d evals, want 10 and 2", steps, evals)
+	if steps != 10 || evals != 2 || samples != 1 {
+		t.Errorf("log has %d steps, %d evals and %d samples, want 10, 2 and 1", steps, evals, samples)
 	}
 
 	code, out, _ = tinygpt(t, "", "inspect", model)

@@ -819,6 +819,9 @@ func (p *progress) event(ev train.Event) {
 			len(fmt.Sprint(p.steps)), ev.Step, p.steps, ev.Loss, ev.Val, ev.BestVal, fmtDuration(ev.Elapsed))
 		p.lastLine = time.Now()
 	case "sample":
+		if ev.Step == p.steps {
+			break // the final sample, printed with the run's summary
+		}
 		p.clear()
 		fmt.Fprintf(w, "--- sample at step %d ---\n%s\n---\n", ev.Step, safeText(ev.Text))
 	case "checkpoint":
