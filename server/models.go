@@ -278,10 +278,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if len(pending) > 0 {
 		enc.Encode(map[string]string{"text": strings.Repeat("\uFFFD", len(pending))})
 	}
-	el := time.Since(genStart).Seconds()
+	// seconds and first_token_ms count from the request, the model's loading included, as its
+	// client waited; tokens_per_s is the generation's own rate.
+	gen := time.Since(genStart).Seconds()
 	switch {
 	case err == nil || errors.Is(err, context.Canceled):
-		enc.Encode(map[string]any{"done": true, "tokens": n, "seconds": el, "tokens_per_s": float64(n) / math.Max(el, 1e-9),
+		enc.Encode(map[string]any{"done": true, "tokens": n, "seconds": time.Since(start).Seconds(), "tokens_per_s": float64(n) / math.Max(gen, 1e-9),
 			"first_token_ms": first.Seconds() * 1e3, "step": l.step, "stopped": err != nil})
 	default:
 		enc.Encode(map[string]string{"error": err.Error()})

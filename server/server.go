@@ -127,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
-	st, err := openStore(cfg.Dir)
+	st, err := openStore(cfg.Dir, cfg.Logf)
 	if err != nil {
 		return nil, err
 	}

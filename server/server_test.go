@@ -215,6 +215,9 @@ func TestTrainDownloadGenerateInspectContinueDelete(t *testing.T) {
 	if done["done"] != true || done["tokens"].(float64) != 50 || done["step"].(float64) != 40 {
 		t.Fatalf("generate ended with %v", done)
 	}
+	if done["first_token_ms"].(float64) > 1e3*done["seconds"].(float64) || !(done["tokens_per_s"].(float64) > 0) {
+		t.Errorf("the first token came after the last: %v", done)
+	}
 	if again, _ := gen(); again != text || text == "" {
 		t.Errorf("same seed, different text: %q vs %q", text, again)
 	}
@@ -1049,5 +1052,35 @@ func TestContinueWithoutCorpus(t *testing.T) {
 	status, b = ts.do("POST", "/api/runs/"+run.ID+"/continue", "application/json", strings.NewReader(`{"steps":3}`))
 	if status != http.StatusBadRequest || !bytes.Contains(b, []byte("saved without the text it was trained on")) {
 		t.Errorf("continuing a model without its corpus: %d %s", status, b)
+	}
+}
+
+// A run folder whose run.json is damaged is not listed, and the server says so when it starts,
+// naming the model that is still there.
+func TestDamagedRunIsReported(t *testing.T) {
+	dir := t.TempDir()
+	a := newTestServer(t, dir, nil)
+	var start StartResponse
+	a.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
+	a.waitJob(ended)
+	if err := os.WriteFile(filepath.Join(dir, "runs", start.Run.ID, "run.json"), []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logged []string
+	b := newTestServer(t, dir, func(c *Config) {
+		c.Logf = func(format string, args ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+	})
+	var list struct{ Runs []Run }
+	b.json("GET", "/api/runs", nil, http.StatusOK, &list)
+	mu.Lock()
+	defer mu.Unlock()
+	model := filepath.Join(dir, "runs", start.Run.ID, "model.tinygpt")
+	if len(list.Runs) != 0 || len(logged) != 1 || !strings.Contains(logged[0], "damaged run.json") || !strings.Contains(logged[0], model) {
+		t.Errorf("%d runs listed; logged %q", len(list.Runs), logged)
 	}
 }

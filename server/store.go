@@ -88,7 +88,9 @@ type store struct {
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
-func openStore(dir string) (*store, error) {
+// openStore opens the runs of the data directory dir, stopping those that were training, and
+// says on logf which run folders it cannot read (they are not listed).
+func openStore(dir string, logf func(string, ...any)) (*store, error) {
 	// Runs hold the user's corpora: only the user may read them (loopback is no boundary
 	// between the users of one machine). The runs folder of an older version is tightened.
 	st := &store{dir: filepath.Join(dir, "runs")}
@@ -105,6 +107,9 @@ func openStore(dir string) (*store, error) {
 	runs, err := st.list()
 	if err != nil {
 		return nil, err
+	}
+	for _, err := range st.damaged() {
+		logf("tinygpt serve: %v", err)
 	}
 	for _, r := range runs {
 		if r.Status != StatusTraining && r.Status != StatusPaused {
@@ -193,6 +198,22 @@ func (st *store) save(r *Run) error {
 		return fmt.Errorf("encoding run %s: %w", r.ID, err)
 	}
 	return writeFileAtomic(st.metaPath(r.ID), b)
+}
+
+// damaged returns, for each run folder whose run.json exists but cannot be read, why, and
+// where its model is.
+func (st *store) damaged() []error {
+	ents, _ := os.ReadDir(st.dir)
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		if _, err := st.get(e.Name()); err != nil && !errors.Is(err, errNoRun) {
+			errs = append(errs, fmt.Errorf("%w; the run is not listed (its model, if it has one, is %s)", err, st.modelPath(e.Name())))
+		}
+	}
+	return errs
 }
 
 // list returns every readable run, newest first.
