@@ -25,6 +25,9 @@ type Corpus struct {
 	Text   []byte
 	Source string // "builtin", a path, or "stdin"
 	Files  int    // files read (for a directory)
+	// Unreadable lists the folders below a directory that could not be read (no permission,
+	// say): they were skipped.
+	Unreadable []string
 }
 
 // MaxCorpusBytes bounds what Load reads, so a mistaken path cannot exhaust memory.
@@ -118,9 +121,13 @@ func loadDir(root, glob string) (Corpus, error) {
 		rel, err := filepath.Rel(realDir, p)
 		return realErr == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
-	var paths []string
+	var paths, unreadable []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if p != dir && d != nil && d.IsDir() {
+				unreadable = append(unreadable, p) // skipped; the caller says so
+				return filepath.SkipDir
+			}
 			return err
 		}
 		if d.IsDir() {
@@ -183,9 +190,12 @@ func loadDir(root, glob string) (Corpus, error) {
 		if skipped > 0 {
 			what = fmt.Sprintf("%s (%d binary or empty files skipped)", what+" with text", skipped)
 		}
+		if len(unreadable) > 0 {
+			what = fmt.Sprintf("%s (folders that could not be read: %s)", what, strings.Join(unreadable, ", "))
+		}
 		return Corpus{}, fmt.Errorf("directory %s has %s", root, what)
 	}
-	return Corpus{Text: buf.Bytes(), Source: root, Files: files}, nil
+	return Corpus{Text: buf.Bytes(), Source: root, Files: files, Unreadable: unreadable}, nil
 }
 
 // binaryReason says why text looks like binary data rather than text, or "" if it looks like

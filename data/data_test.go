@@ -199,3 +199,27 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A folder that cannot be read is skipped, and the corpus names it, rather than failing the
+// whole directory. (Root reads every folder, so this runs for other users only.)
+func TestLoadSkipsUnreadableFolders(t *testing.T) {
+	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+		t.Skip("needs a user whom permissions stop")
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.go"), "package a\n")
+	locked := filepath.Join(dir, "locked")
+	write(t, filepath.Join(locked, "b.go"), "package b\n")
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(locked, 0o755)
+	c, err := Load(dir, "*.go", nil)
+	if err != nil || string(c.Text) != "package a\n" || len(c.Unreadable) != 1 || c.Unreadable[0] != locked {
+		t.Errorf("corpus %q, unreadable %v, error %v", c.Text, c.Unreadable, err)
+	}
+	os.Remove(filepath.Join(dir, "a.go"))
+	if _, err := Load(dir, "*.go", nil); err == nil || !strings.Contains(err.Error(), "(folders that could not be read: "+locked+")") {
+		t.Errorf("only an unreadable folder: %v", err)
+	}
+}
