@@ -489,3 +489,26 @@ func TestResumeThroughALink(t *testing.T) {
 		t.Errorf("the link is no longer a link: %v", err)
 	}
 }
+
+// --init-from without a size takes the model's own; a size given must match it.
+func TestInitFromTakesTheModelsSize(t *testing.T) {
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	base, tuned := filepath.Join(dir, "base.tinygpt"), filepath.Join(dir, "tuned.tinygpt")
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "3", "--eval-every", "0", "--out", base)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = tinygpt(t, "", "train", "--init-from", base, "--data", corpus, "--steps", "2", "--eval-every", "0", "--out", tuned)
+	if code != 0 || !strings.Contains(out, "model:   custom (1L d16 1h ctx8 mlp64)") {
+		t.Fatalf("--init-from without sizes: exit %d\n%s%s", code, out, errOut)
+	}
+	if f, err := format.ReadFile(tuned); err != nil || f.Header.Config.DModel != 16 || f.Step != 2 {
+		t.Errorf("the tuned model: %v", err)
+	}
+	code, _, errOut = tinygpt(t, "", "train", "--init-from", base, "--data", corpus, "--preset", "tiny", "--steps", "2", "--out", tuned)
+	if code != 1 || !strings.Contains(errOut, "pick the same --preset or sizes") {
+		t.Errorf("--init-from with another size: exit %d, %s", code, errOut)
+	}
+}

@@ -203,7 +203,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 	ckptEvery := fs.Int("checkpoint-every", 500, "steps between checkpoints (0: only at the end and on Ctrl-C)")
 	out := fs.String("out", "", "model file to write (default: derived from the corpus and preset; with --resume, the resumed file)")
 	resume := fs.String("resume", "", "continue the run saved in this model file")
-	initFrom := fs.String("init-from", "", "start a new run from the weights of this model file (fine-tuning)")
+	initFrom := fs.String("init-from", "", "start a new run from the weights of this model file (fine-tuning), of its size unless --preset or sizes say otherwise")
 	seed := fs.Int64("seed", 42, "random seed for initialisation, batches and dropout")
 	backendName := fs.String("backend", "cpu", backendHelp)
 	logJSON := fs.String("log-json", "", "also write one JSON object per event (step, eval, sample, checkpoint) to this file")
@@ -289,6 +289,15 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		if err != nil {
 			return fmt.Errorf("--preset: %w", err)
 		}
+		var init *format.File
+		if *initFrom != "" {
+			if init, err = format.ReadFile(*initFrom); err != nil {
+				return err
+			}
+			if !set["preset"] && !set["layers"] && !set["d-model"] && !set["heads"] && !set["ctx"] {
+				p = initPreset(init.Header.Config) // the model's own size
+			}
+		}
 		opts := train.DefaultOptions(p)
 		if size.apply(&opts.Model, set) {
 			opts.Preset = ""
@@ -323,8 +332,8 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		if err != nil {
 			return backendFailure(be, err, "")
 		}
-		if *initFrom != "" {
-			if err := loadInitWeights(t, *initFrom); err != nil {
+		if init != nil {
+			if err := loadInitWeights(t, init, *initFrom); err != nil {
 				return err
 			}
 		}
@@ -653,11 +662,7 @@ func validateFlags(o train.Options, set map[string]bool) error {
 	return o.Validate()
 }
 
-func loadInitWeights(t *train.Trainer, path string) error {
-	f, err := format.ReadFile(path)
-	if err != nil {
-		return err
-	}
+func loadInitWeights(t *train.Trainer, f *format.File, path string) error {
 	fc := f.Header.Config
 	c := t.Opts.Model
 	if fc.Layers != c.Layers || fc.DModel != c.DModel || fc.Heads != c.Heads || fc.Ctx != c.Ctx || fc.DMlp != c.DMlp {
@@ -665,6 +670,20 @@ func loadInitWeights(t *train.Trainer, path string) error {
 			path, fc.Layers, fc.DModel, fc.Heads, fc.Ctx, c)
 	}
 	return t.Model.SetWeights(f.Weights)
+}
+
+// initPreset is the preset to start a run from a model of config c with: the preset of c's
+// size, or a custom one of that size with the default preset's batch and steps.
+func initPreset(c format.Config) gpt.Preset {
+	m := gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp}
+	for _, p := range gpt.Presets {
+		if p.Config == m {
+			return p
+		}
+	}
+	p, _ := gpt.PresetByName(gpt.DefaultPreset)
+	p.Name, p.Config = "", m
+	return p
 }
 
 // freeName returns name, or, when a file of that name exists, the first of name-2, name-3, ...
