@@ -376,7 +376,9 @@ func TestReadFileHoldsLittleMoreThanTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		model := uint64(4 * (len(got.Weights) + len(got.M) + len(got.V)))
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > model+model/8+2<<20 {
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("dtype %q: %d bytes of model, %d allocated", dtype, model, alloc)
+		if alloc > model+model/8+2<<20 {
 			t.Errorf("dtype %q: reading a model of %d bytes allocated %d", dtype, model, alloc)
 		}
 		if !reflect.DeepEqual(got.Weights, mustDecodeWeights(t, path)) {
