@@ -428,7 +428,7 @@ func interruptible(w io.Writer, what string) (ctx context.Context, caught func()
 	sig := make(chan os.Signal, 4)
 	quit, done := make(chan struct{}), make(chan struct{})
 	var first atomic.Value
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Notify(sig, stopSignals...)
 	go func() {
 		defer close(done)
 		for {
@@ -460,15 +460,8 @@ func interruptible(w io.Writer, what string) (ctx context.Context, caught func()
 
 // signalName says what a signal that stops training means to the user.
 func signalName(s os.Signal) string {
-	switch s {
-	case os.Interrupt:
-		return "interrupted"
-	case syscall.SIGTERM:
-		return "terminated"
-	case syscall.SIGHUP:
-		return "the terminal closed"
-	case syscall.SIGPIPE:
-		return "the output's reader went away"
+	if name, ok := stopSignalNames[s]; ok {
+		return name
 	}
 	return s.String()
 }

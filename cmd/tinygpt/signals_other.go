@@ -1,0 +1,20 @@
+//go:build !js && !wasip1
+
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+// stopSignals stop a training run after its step, with a checkpoint (see interruptible), and
+// stopSignalNames say what each means to the user.
+var (
+	stopSignals     = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+	stopSignalNames = map[os.Signal]string{
+		os.Interrupt:    "interrupted",
+		syscall.SIGTERM: "terminated",
+		syscall.SIGHUP:  "the terminal closed",
+		syscall.SIGPIPE: "the output's reader went away",
+	}
+)
