@@ -7,14 +7,11 @@
 // (settings and history in run.json, the checkpoint in model.tinygpt, the corpus in corpus.txt),
 // so restarting the server or reloading the page loses nothing.
 //
-// Every request for the page or the API must carry the access token. The address tinygpt serve
-// prints has it in its query (?token=); the server trades that for a cookie and sends the browser
-// on to the bare address, so the token leaves the address bar, and the page and its own reads
-// (EventSource, download links) then carry the cookie. Scripts send the token in the
-// X-TinyGPT-Token header (or ?token= on a GET). Loopback is no boundary between the users of one
-// machine, so this holds there too. Requests that change anything need the header and must, when
-// a browser sends an Origin, come from the server's own origin. The page receives the token
-// inside its HTML, for that header.
+// Every request for the page or the API must carry the access token: the page in its URL
+// (?token=, as tinygpt serve prints it), the API in the X-TinyGPT-Token header (or ?token= on a
+// GET, for EventSource and download links). Loopback is no boundary between the users of one
+// machine, so this holds there too. Requests that change anything must, when a browser sends an
+// Origin, come from the server's own origin. The page receives the token inside its HTML.
 package server
 
 import (
@@ -295,53 +292,15 @@ func (s *Server) check(r *http.Request) (int, string) {
 	}
 	tok := r.Header.Get("X-TinyGPT-Token")
 	if tok == "" && safe {
-		tok = r.URL.Query().Get("token")
+		tok = r.URL.Query().Get("token") // EventSource and download links cannot set headers
 	}
-	if tok == "" && safe && ownRead(r) {
-		tok = s.cookieToken(r) // the page's EventSource and download links, which cannot set headers
-	}
-	if !s.validToken(tok) {
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
 		if tok == "" {
 			return http.StatusUnauthorized, "missing access token: send it in the X-TinyGPT-Token header, or as ?token= on a GET (tinygpt serve prints it)"
 		}
 		return http.StatusUnauthorized, "wrong access token"
 	}
 	return 0, ""
-}
-
-// validToken reports whether tok is the server's access token.
-func (s *Server) validToken(tok string) bool {
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
-}
-
-// ownRead reports whether a browser sent r from the server's own page (or the user typed it):
-// only then may the cookie stand in for the token. A page of another port of the same host is
-// the same site to a browser's cookies, but not the same origin.
-func ownRead(r *http.Request) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-		return true
-	}
-	return false
-}
-
-// cookieName is the name of the cookie that holds the token. Browsers send a host's cookies to
-// every port of it, so the name carries the port: two servers on one machine keep their own.
-func cookieName(r *http.Request) string {
-	_, port, err := net.SplitHostPort(r.Host)
-	if err != nil || port == "" {
-		return "tinygpt-token"
-	}
-	return "tinygpt-token-" + port
-}
-
-// cookieToken returns the token that r's cookie carries, or "".
-func (s *Server) cookieToken(r *http.Request) string {
-	c, err := r.Cookie(cookieName(r))
-	if err != nil {
-		return ""
-	}
-	return c.Value
 }
 
 func loopbackHost(hostport string) bool {
@@ -357,25 +316,14 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// handleIndex serves the page with the access token filled in. The address tinygpt serve prints
-// carries the token (?token=): the page trades it for a cookie, kept by the browser until it
-// closes, and sends the browser on to the bare address, so that the token is not left in the
-// address bar for whoever reads it. The cookie is sent on a top-level navigation from another
-// site too (SameSite=Lax; it comes from open.html, a file: page): a page only shows the
-// playground to the user, whose window no other site can read or frame.
+// handleIndex serves the page with the access token filled in. The page itself needs the token
+// in the URL (?token=), as printed by tinygpt serve: it hands the token on to whoever reads it.
 func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
-	if q := r.URL.Query().Get("token"); q != "" && s.validToken(q) {
-		http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: q, Path: "/", HttpOnly: true,
-			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
-		w.Header().Set("Cache-Control", "no-store")
-		http.Redirect(w, r, "/", http.StatusSeeOther)
-		return
-	}
-	tok := r.Header.Get("X-TinyGPT-Token")
+	tok := r.URL.Query().Get("token")
 	if tok == "" {
-		tok = s.cookieToken(r)
+		tok = r.Header.Get("X-TinyGPT-Token")
 	}
-	if !s.validToken(tok) {
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, "This TinyGPT playground needs its access token: open the address that \"tinygpt serve\" printed, which ends in ?token=...\n")

@@ -414,7 +414,7 @@ async function continueRun(id, steps) {
 let events = null;
 function connect() {
   if (events) events.close();
-  events = new EventSource('/api/events'); // the cookie the page was opened with carries the token
+  events = new EventSource('/api/events?token=' + encodeURIComponent(TOKEN));
   const conn = $('conn');
   events.onopen = () => { conn.className = 'conn ok'; conn.title = 'connected'; };
   events.onerror = () => { conn.className = 'conn down'; conn.title = 'reconnecting to the server…'; };
@@ -486,7 +486,7 @@ function renderRuns() {
 
 function runCard(r) {
   const live = state.job && state.job.active && state.job.run.id === r.id;
-  const dl = (fmt, label) => el('a', { class: 'button-like small', href: `/api/runs/${r.id}/download?format=${fmt}`, download: '', text: label });
+  const dl = (fmt, label) => el('a', { class: 'button-like small', href: `/api/runs/${r.id}/download?format=${fmt}&token=${encodeURIComponent(TOKEN)}`, download: '', text: label });
   const c = r.config;
   const best = r.best_val ? `best val ${r.best_val.loss.toFixed(3)} @ ${r.best_val.step}` : 'no validation yet';
   const stepsInput = el('input', { type: 'number', min: '1', value: '200', class: 'small-input', 'aria-label': 'more steps' });
