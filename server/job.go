@@ -328,11 +328,6 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	if t.Step() == t.Opts.Steps && status == StatusStopped {
 		status = StatusDone
 	}
-	if status == StatusDone && t.Sample != "" {
-		j.mu.Lock()
-		j.samples = append(j.samples, Sample{Step: t.Step(), Text: t.Sample})
-		j.mu.Unlock()
-	}
 	j.mu.Lock()
 	j.run.Error = msg
 	j.mu.Unlock()

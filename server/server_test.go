@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,6 +157,14 @@ func TestTrainDownloadGenerateInspectContinueDelete(t *testing.T) {
 	}
 	if len(st.Samples) == 0 || st.Stats.BestVal == nil || st.Stats.Loss == nil || *st.Stats.Loss >= math.Log(256) {
 		t.Fatalf("stats after training: %+v, %d samples", st.Stats, len(st.Samples))
+	}
+	// Live samples every 10 steps, the last of them the final one, each once.
+	var steps []int
+	for _, s := range st.Samples {
+		steps = append(steps, s.Step)
+	}
+	if !slices.Equal(steps, []int{10, 20, 30, 40}) {
+		t.Errorf("samples at steps %v, want 10, 20, 30 and 40", steps)
 	}
 
 	// The stored record and the checkpoint agree.

@@ -708,7 +708,9 @@ func runCancelledAt(t *testing.T, be backend.Backend, o Options, step int, path 
 // the temporary folder, and the run's error says where.
 func TestUnwritableCheckpointLosesNothing(t *testing.T) {
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
+	for _, v := range []string{"TMPDIR", "TMP", "TEMP"} { // os.TempDir's, on every system
+		t.Setenv(v, tmp)
+	}
 	blocker := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
 		t.Fatal(err)

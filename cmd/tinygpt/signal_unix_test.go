@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,5 +55,20 @@ func TestSignalsStopTrainingWithACheckpoint(t *testing.T) {
 		if err != nil || f.Step < 1 || f.M == nil {
 			t.Errorf("%v: the checkpoint: %v", sig, err)
 		}
+	}
+}
+
+// Under nohup, which makes the process ignore SIGHUP, a closed terminal does not stop training.
+func TestIgnoredHangupDoesNotStopTraining(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Reset(syscall.SIGHUP)
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	w := &hangupWriter{sig: syscall.SIGHUP}
+	var errb bytes.Buffer
+	code := run([]string{"train", "--data", corpus, "--steps", "30", "--eval-every", "0", "--out", filepath.Join(dir, "m.tinygpt"),
+		"--layers", "1", "--d-model", "32", "--ctx", "16", "--batch", "4"}, &env{stdin: strings.NewReader(""), stdout: w, stderr: &errb})
+	if out := w.buf.String(); code != 0 || !w.sent || !strings.Contains(out, "done: 30 steps") {
+		t.Errorf("exit %d (hangup sent: %v):\n%s%s", code, w.sent, out, errb.String())
 	}
 }

@@ -338,7 +338,9 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 			}
 		}
 		if *out == "" {
-			*out = freeName(defaultOutName(corpus.Source, opts))
+			if *out, err = freeName(defaultOutName(corpus.Source, opts)); err != nil {
+				return err
+			}
 		}
 	}
 	outIsModel, err := checkWritable("--out", *out)
@@ -420,7 +422,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 
 // interruptible returns a context that the first Ctrl-C, SIGTERM, SIGHUP (the terminal was
 // closed) or SIGPIPE (whoever read the output went away) cancels, saying so on w with what
-// happens next; a second Ctrl-C or SIGTERM ends the process at once, as it would without us,
+// happens next (a signal the process ignores, as nohup makes it ignore SIGHUP, stays ignored); a second Ctrl-C or SIGTERM ends the process at once, as it would without us,
 // while later hangups and broken pipes are ignored, so that the checkpoint is still written.
 // caught returns the signal that cancelled the context (nil if none); stop releases the signals.
 func interruptible(w io.Writer, what string) (ctx context.Context, caught func() os.Signal, stop func()) {
@@ -428,7 +430,11 @@ func interruptible(w io.Writer, what string) (ctx context.Context, caught func()
 	sig := make(chan os.Signal, 4)
 	quit, done := make(chan struct{}), make(chan struct{})
 	var first atomic.Value
-	signal.Notify(sig, stopSignals...)
+	for _, s := range stopSignals {
+		if !signal.Ignored(s) { // nohup's ignored hangup stays ignored: the run goes on
+			signal.Notify(sig, s)
+		}
+	}
 	go func() {
 		defer close(done)
 		for {
@@ -681,18 +687,19 @@ func initPreset(c format.Config) gpt.Preset {
 
 // freeName returns name, or, when a file of that name exists, the first of name-2, name-3, ...
 // that does not (before the extension): a name train chose itself never replaces a model.
-func freeName(name string) string {
+func freeName(name string) (string, error) {
 	ext := filepath.Ext(name)
 	stem := strings.TrimSuffix(name, ext)
-	for i := 1; ; i++ {
+	for i := 1; i <= 1000; i++ {
 		try := name
 		if i > 1 {
 			try = fmt.Sprintf("%s-%d%s", stem, i, ext)
 		}
-		if _, err := os.Lstat(try); errors.Is(err, fs.ErrNotExist) || i == 1000 {
-			return try
+		if _, err := os.Lstat(try); errors.Is(err, fs.ErrNotExist) {
+			return try, nil
 		}
 	}
+	return "", fmt.Errorf("%s and %s-2%s to -1000%s all exist; name the model with --out", name, stem, ext, ext)
 }
 
 // defaultOutName derives a model file name from the corpus and the model size.
