@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"os/signal"
 	"syscall"
 )
 
@@ -18,3 +19,13 @@ var (
 		syscall.SIGPIPE: "the output's reader went away",
 	}
 )
+
+// notifyStop relays the stop signals to c, but for those the process ignores: nohup's ignored
+// hangup stays ignored, and the run goes on.
+func notifyStop(c chan<- os.Signal) {
+	for _, s := range stopSignals {
+		if !signal.Ignored(s) {
+			signal.Notify(c, s)
+		}
+	}
+}

@@ -430,11 +430,7 @@ func interruptible(w io.Writer, what string) (ctx context.Context, caught func()
 	sig := make(chan os.Signal, 4)
 	quit, done := make(chan struct{}), make(chan struct{})
 	var first atomic.Value
-	for _, s := range stopSignals {
-		if !signal.Ignored(s) { // nohup's ignored hangup stays ignored: the run goes on
-			signal.Notify(sig, s)
-		}
-	}
+	notifyStop(sig)
 	go func() {
 		defer close(done)
 		for {
