@@ -252,7 +252,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 			return fmt.Errorf("%s holds weights only (%s), without the optimizer state a run resumes from; use --init-from to start a new run from its weights", *resume, dtypeName(f))
 		}
 		fc := f.Header.Config
-		if err := open(gpt.Config{Layers: fc.Layers, DModel: fc.DModel, Heads: fc.Heads, Ctx: fc.Ctx, DMlp: fc.DMlp}, fc.BatchSize); err != nil {
+		if err := open(fileConfig(f), fc.BatchSize); err != nil {
 			return err
 		}
 		t, err = train.Resume(be, f, train.ResumeOptions{Steps: *steps, Corpus: corpus})
@@ -295,7 +295,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 				return err
 			}
 			if !set["preset"] && !set["layers"] && !set["d-model"] && !set["heads"] && !set["ctx"] {
-				p = initPreset(init.Header.Config) // the model's own size
+				p = initPreset(fileConfig(init)) // the model's own size
 			}
 		}
 		opts := train.DefaultOptions(p)
@@ -422,9 +422,10 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 
 // interruptible returns a context that the first Ctrl-C, SIGTERM, SIGHUP (the terminal was
 // closed) or SIGPIPE (whoever read the output went away) cancels, saying so on w with what
-// happens next (a signal the process ignores, as nohup makes it ignore SIGHUP, stays ignored); a second Ctrl-C or SIGTERM ends the process at once, as it would without us,
-// while later hangups and broken pipes are ignored, so that the checkpoint is still written.
-// caught returns the signal that cancelled the context (nil if none); stop releases the signals.
+// happens next; a signal the process ignores (nohup's SIGHUP) stays ignored. A second Ctrl-C or
+// SIGTERM ends the process at once, as it would without us, while later hangups and broken
+// pipes are ignored, so that the checkpoint is still written. caught returns the signal that
+// cancelled the context (nil if none); stop releases the signals.
 func interruptible(w io.Writer, what string) (ctx context.Context, caught func() os.Signal, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 4)
@@ -659,25 +660,23 @@ func validateFlags(o train.Options, set map[string]bool) error {
 
 func loadInitWeights(t *train.Trainer, f *format.File, path string) error {
 	fc := f.Header.Config
-	c := t.Opts.Model
-	if fc.Layers != c.Layers || fc.DModel != c.DModel || fc.Heads != c.Heads || fc.Ctx != c.Ctx || fc.DMlp != c.DMlp {
+	if c := t.Opts.Model; fileConfig(f) != c {
 		return fmt.Errorf("--init-from %s: its model is %dL d%d %dh ctx%d, the run's is %s; pick the same --preset or sizes",
 			path, fc.Layers, fc.DModel, fc.Heads, fc.Ctx, c)
 	}
 	return t.Model.SetWeights(f.Weights)
 }
 
-// initPreset is the preset to start a run from a model of config c with: the preset of c's
-// size, or a custom one of that size with the default preset's batch and steps.
-func initPreset(c format.Config) gpt.Preset {
-	m := gpt.Config{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp}
+// initPreset is the preset to start a run from a model of shape c with: the preset of that
+// shape, or a custom one of it with the default preset's batch and steps.
+func initPreset(c gpt.Config) gpt.Preset {
 	for _, p := range gpt.Presets {
-		if p.Config == m {
+		if p.Config == c {
 			return p
 		}
 	}
 	p, _ := gpt.PresetByName(gpt.DefaultPreset)
-	p.Name, p.Config = "", m
+	p.Name, p.Config = "", c
 	return p
 }
 
