@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,12 +40,12 @@ func craftModel(t *testing.T, ctx, heads int, fill func(i int) float32) []byte {
 	return b
 }
 
-// importModel uploads a model file and returns its run.
-func (ts *testServer) importModel(raw []byte) Run {
+// importModel uploads a model file as a run of that name and returns the run.
+func (ts *testServer) importModel(raw []byte, name string) Run {
 	ts.t.Helper()
-	status, b := ts.do("POST", "/api/runs/import?name=crafted", "application/octet-stream", bytes.NewReader(raw))
+	status, b := ts.do("POST", "/api/runs/import?name="+url.QueryEscape(name), "application/octet-stream", bytes.NewReader(raw))
 	if status != http.StatusCreated {
-		ts.t.Fatalf("import: %d %s", status, b)
+		ts.t.Fatalf("import of %s: %d %s", name, status, b)
 	}
 	var run Run
 	if err := json.Unmarshal(b, &run); err != nil {
@@ -59,7 +60,7 @@ func plainWeights(i int) float32 { return 0.01 * float32(i%7) }
 // is capped, every head at once is refused when too big, and one head comes back compactly.
 func TestInspectLimits(t *testing.T) {
 	ts := newTestServer(t, "", nil)
-	run := ts.importModel(craftModel(t, 2048, 16, plainWeights))
+	run := ts.importModel(craftModel(t, 2048, 16, plainWeights), "crafted")
 	path := "/api/runs/" + run.ID + "/inspect"
 	inspect := func(text string, head *int) (int, []byte) {
 		b, _ := json.Marshal(InspectRequest{Text: text, Layer: 0, Head: head})
@@ -475,7 +476,7 @@ func TestSettingsSizesAndCorpus(t *testing.T) {
 // generation ends with the error line, instead of zero probabilities and NaN-driven text.
 func TestNonFiniteOutput(t *testing.T) {
 	ts := newTestServer(t, "", nil)
-	run := ts.importModel(craftModel(t, 16, 1, func(int) float32 { return 3e38 }))
+	run := ts.importModel(craftModel(t, 16, 1, func(int) float32 { return 3e38 }), "crafted")
 	status, b := ts.do("POST", "/api/runs/"+run.ID+"/inspect", "application/json", strings.NewReader(`{"text":"abc"}`))
 	if status != http.StatusUnprocessableEntity || !bytes.Contains(b, []byte("not finite")) {
 		t.Errorf("inspect: %d %s", status, b)

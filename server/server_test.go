@@ -730,12 +730,7 @@ func TestImportAndPresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, b := ts.do("POST", "/api/runs/import?name=../../etc/passwd", "application/octet-stream", bytes.NewReader(raw))
-	if status != http.StatusCreated {
-		t.Fatalf("import: %d %s", status, b)
-	}
-	var run Run
-	json.Unmarshal(b, &run)
+	run := ts.importModel(raw, "../../etc/passwd")
 	if run.Name != "../../etc/passwd" || !validID(run.ID) || run.Status != StatusUploaded {
 		t.Errorf("imported run: %+v", run)
 	}
@@ -743,7 +738,7 @@ func TestImportAndPresets(t *testing.T) {
 	if err != nil || !bytes.Equal(stored, raw) {
 		t.Errorf("the stored file differs from the upload: %v", err)
 	}
-	status, b = ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", strings.NewReader(`{"tokens":10,"temperature":0}`))
+	status, b := ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", strings.NewReader(`{"tokens":10,"temperature":0}`))
 	if status != http.StatusOK || !bytes.Contains(b, []byte(`"done":true`)) {
 		t.Errorf("generate from the upload: %d %s", status, b)
 	}
@@ -817,14 +812,9 @@ func TestUploadOriginalFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		status, body := ts.do("POST", "/api/runs/import?name="+file, "application/octet-stream", bytes.NewReader(b))
-		if status != http.StatusCreated {
-			t.Fatalf("%s: %d %s", file, status, body)
-		}
-		var run Run
-		json.Unmarshal(body, &run)
+		run := ts.importModel(b, file)
 		req, _ := json.Marshal(GenerateRequest{Prompt: exp.Greedy.Prompt, Tokens: exp.Greedy.MaxNew, Temperature: new(float64)})
-		status, body = ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", bytes.NewReader(req))
+		status, body := ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", bytes.NewReader(req))
 		if status != http.StatusOK {
 			t.Fatalf("%s: generate %d %s", file, status, body)
 		}
@@ -1002,13 +992,8 @@ func TestContinueWithoutCorpus(t *testing.T) {
 	if raw, err = format.Encode(f); err != nil {
 		t.Fatal(err)
 	}
-	status, b := ts.do("POST", "/api/runs/import?name=bare", "application/octet-stream", bytes.NewReader(raw))
-	if status != http.StatusCreated {
-		t.Fatalf("import: %d %s", status, b)
-	}
-	var run Run
-	json.Unmarshal(b, &run)
-	status, b = ts.do("POST", "/api/runs/"+run.ID+"/continue", "application/json", strings.NewReader(`{"steps":3}`))
+	run := ts.importModel(raw, "bare")
+	status, b := ts.do("POST", "/api/runs/"+run.ID+"/continue", "application/json", strings.NewReader(`{"steps":3}`))
 	if status != http.StatusBadRequest || !bytes.Contains(b, []byte("saved without the text it was trained on")) {
 		t.Errorf("continuing a model without its corpus: %d %s", status, b)
 	}

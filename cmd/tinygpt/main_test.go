@@ -21,6 +21,16 @@ func tinygpt(t *testing.T, stdin string, args ...string) (code int, stdout, stde
 	return code, out.String(), errb.String()
 }
 
+// trainSmall trains a 3-step model of one layer, width 16 and context 8 on corpus into out.
+func trainSmall(t *testing.T, corpus, out string) {
+	t.Helper()
+	code, stdout, stderr := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "3", "--eval-every", "0", "--out", out)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 func writeCorpus(t *testing.T, dir string) string {
 	t.Helper()
 	var b strings.Builder
@@ -470,15 +480,11 @@ func TestResumeThroughALink(t *testing.T) {
 	dir := t.TempDir()
 	corpus := writeCorpus(t, dir)
 	real, link := filepath.Join(dir, "real.tinygpt"), filepath.Join(dir, "latest.tinygpt")
-	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
-		"--batch", "2", "--steps", "3", "--eval-every", "0", "--out", real)
-	if code != 0 {
-		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
-	}
+	trainSmall(t, corpus, real)
 	if err := os.Symlink("real.tinygpt", link); err != nil {
 		t.Skip("no symbolic links here:", err)
 	}
-	code, out, errOut = tinygpt(t, "", "train", "--resume", link, "--steps", "5", "--eval-every", "0")
+	code, out, errOut := tinygpt(t, "", "train", "--resume", link, "--steps", "5", "--eval-every", "0")
 	if code != 0 {
 		t.Fatalf("resume through the link: exit %d\n%s%s", code, out, errOut)
 	}
@@ -495,12 +501,8 @@ func TestInitFromTakesTheModelsSize(t *testing.T) {
 	dir := t.TempDir()
 	corpus := writeCorpus(t, dir)
 	base, tuned := filepath.Join(dir, "base.tinygpt"), filepath.Join(dir, "tuned.tinygpt")
-	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
-		"--batch", "2", "--steps", "3", "--eval-every", "0", "--out", base)
-	if code != 0 {
-		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
-	}
-	code, out, errOut = tinygpt(t, "", "train", "--init-from", base, "--data", corpus, "--steps", "2", "--eval-every", "0", "--out", tuned)
+	trainSmall(t, corpus, base)
+	code, out, errOut := tinygpt(t, "", "train", "--init-from", base, "--data", corpus, "--steps", "2", "--eval-every", "0", "--out", tuned)
 	if code != 0 || !strings.Contains(out, "model:   custom (1L d16 1h ctx8 mlp64)") {
 		t.Fatalf("--init-from without sizes: exit %d\n%s%s", code, out, errOut)
 	}
