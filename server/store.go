@@ -104,11 +104,11 @@ func openStore(dir string, logf func(string, ...any)) (*store, error) {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	// Runs that were training when the server died are stopped; their checkpoint is the truth.
-	runs, err := st.list()
+	runs, damaged, err := st.scan()
 	if err != nil {
 		return nil, err
 	}
-	for _, err := range st.damaged() {
+	for _, err := range damaged {
 		logf("tinygpt serve: %v", err)
 	}
 	for _, r := range runs {
@@ -200,41 +200,34 @@ func (st *store) save(r *Run) error {
 	return writeFileAtomic(st.metaPath(r.ID), b)
 }
 
-// damaged returns, for each run folder whose run.json exists but cannot be read, why, and
-// where its model is.
-func (st *store) damaged() []error {
-	ents, _ := os.ReadDir(st.dir)
-	var errs []error
-	for _, e := range ents {
-		if !e.IsDir() || !validID(e.Name()) {
-			continue
-		}
-		if _, err := st.get(e.Name()); err != nil && !errors.Is(err, errNoRun) {
-			errs = append(errs, fmt.Errorf("%w; the run is not listed (its model, if it has one, is %s)", err, st.modelPath(e.Name())))
-		}
-	}
-	return errs
-}
-
 // list returns every readable run, newest first.
 func (st *store) list() ([]*Run, error) {
+	runs, _, err := st.scan()
+	return runs, err
+}
+
+// scan returns every readable run, newest first, and, for each run folder whose run.json
+// exists but cannot be read, why, and where its model is.
+func (st *store) scan() (runs []*Run, damaged []error, err error) {
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
-		return nil, fmt.Errorf("listing runs: %w", err)
+		return nil, nil, fmt.Errorf("listing runs: %w", err)
 	}
-	var runs []*Run
 	for _, e := range ents {
 		if !e.IsDir() || !validID(e.Name()) {
 			continue
 		}
 		r, err := st.get(e.Name())
-		if err != nil {
-			continue // a half-created or damaged folder is not a run
+		if err != nil { // a half-created or damaged folder is not a run
+			if !errors.Is(err, errNoRun) {
+				damaged = append(damaged, fmt.Errorf("%w; the run is not listed (its model, if it has one, is %s)", err, st.modelPath(e.Name())))
+			}
+			continue
 		}
 		runs = append(runs, r)
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Created.After(runs[j].Created) })
-	return runs, nil
+	return runs, damaged, nil
 }
 
 // fromHeader fills the run's settings and progress from a model file.
