@@ -81,7 +81,7 @@ func decode(r io.Reader, size int64) (*File, error) {
 	if err := json.Unmarshal(hdrBytes, h); err != nil {
 		return nil, &FormatError{Msg: "header is not valid JSON", Err: err}
 	}
-	hdrBytes = nil
+	hdrBytes = nil // the header's bytes (a stored corpus, maybe large) may go while the state is read
 	if h.Version != 0 && h.Version != Version {
 		return nil, formatErr("header version %d does not match container version %d", h.Version, Version)
 	}
