@@ -44,6 +44,16 @@ type task interface {
 // as the work. Helpers therefore watch for the next loop for spinTime after finishing one before
 // they go to sleep, and the caller watches for its chunks to complete before it sleeps on done.
 //
+// Handshake: a goroutine that goes to sleep first stores that it will, then looks once more
+// for what would wake it; the goroutine that would wake it first stores what it has to say, then
+// looks whether the other sleeps. Neither is lost only if neither goroutine's look can see
+// memory from before the other's store, which Go's atomics guarantee (they are sequentially
+// consistent). The stores of these handshakes are nevertheless swaps: a swap is what a store
+// compiles to on amd64 anyway (XCHG), but on arm64 a store is STLR, and qemu's user-mode
+// emulator of arm64 on an x86 host, on which CI runs the arm64 kernels, lets an STLR pass a
+// later load (4–25 of 200,000 tries of this pattern saw both stale values; none with a swap).
+// There it lost a wake-up and hung a test for good.
+//
 // The caller must not block on done when it need not: a goroutine made runnable by another
 // (the last helper to finish, sending on done) joins that goroutine's processor, which the
 // helper keeps busy while it watches for the next loop, so the caller would stall for a whole
@@ -126,8 +136,9 @@ func (p *pool) loop(w int) {
 		if !spin(func() bool { return s.gen.Load() != seen }) {
 			// Announce the sleep, then look once more: Run publishes a loop before it reads
 			// sleeping, so either it sees this helper asleep and wakes it, or this look sees
-			// the loop. A stale wake-up only costs one more look.
-			s.sleeping.Store(true)
+			// the loop. A stale wake-up only costs one more look. (A swap, not a store: see
+			// handshake.)
+			s.sleeping.Swap(true)
 			if s.gen.Load() == seen {
 				<-s.wake
 			}
@@ -197,10 +208,10 @@ func (p *pool) drain(w int) {
 			gen, nchunks := p.gen.Load(), p.nchunks
 			p.t.run(w, lo, min(lo+p.chunk, p.n))
 			c := &p.slots[w].completed
-			if v := c.Load(); v>>24 == gen {
-				c.Store(v + 1)
+			if v := c.Load(); v>>24 == gen { // a swap, not a store: see handshake
+				c.Swap(v + 1)
 			} else {
-				c.Store(gen<<24 | 1)
+				c.Swap(gen<<24 | 1)
 			}
 			if p.waiting.Load() && p.completedOf(gen) == nchunks {
 				select {
@@ -247,7 +258,7 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	}
 	for w := 1; w <= helpers; w++ {
 		s := &p.slots[w]
-		s.gen.Store(gen)
+		s.gen.Swap(gen) // a swap, not a store: see handshake
 		if s.sleeping.Load() {
 			select {
 			case s.wake <- struct{}{}:
@@ -259,8 +270,9 @@ func (p *pool) Run(t task, n, chunk int, cost int) {
 	finished := func() bool { return p.completedOf(gen) == nchunks }
 	if !spinFor(finished, callerSpin) {
 		// As with a helper's sleep: announce, then look again. A stale wake-up left over
-		// from an earlier loop only costs one more look.
-		p.waiting.Store(true)
+		// from an earlier loop only costs one more look. (A swap, not a store: see
+		// handshake.)
+		p.waiting.Swap(true)
 		for !finished() {
 			<-p.done
 		}
