@@ -44,7 +44,7 @@ func exists(path string) bool {
 // server is a running "tinygpt serve".
 type server struct {
 	cmd   *exec.Cmd
-	page  string // the address it printed, with ?token=
+	page  string // the address it printed, with #token=
 	url   string // the page's address without the token, ending in /
 	token string
 	out   *strings.Builder
@@ -89,12 +89,13 @@ func startServer(t *testing.T, bin, dir string) *server {
 		t.Fatalf("the server printed no address")
 	}
 	u, err := url.Parse(s.page)
-	if err != nil || u.Query().Get("token") == "" {
+	frag, _ := url.ParseQuery(u.Fragment)
+	if err != nil || frag.Get("token") == "" || u.RawQuery != "" {
 		cmd.Process.Kill()
-		t.Fatalf("the server printed %q, not an address with its token", s.page)
+		t.Fatalf("the server printed %q, not an address with its token in the fragment", s.page)
 	}
-	s.token = u.Query().Get("token")
-	u.RawQuery = ""
+	s.token = frag.Get("token")
+	u.Fragment = ""
 	s.url = u.String()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {

@@ -48,12 +48,13 @@ try {
   // 1. Set up a run.
   await page.goto(url);
   await page.waitForSelector('body[data-ready="true"]', { timeout: T });
+  check(!page.url().includes('token'), `the token taken out of the address bar (${page.url().replace(/token=.*/, 'token=...')})`);
   check(await page.locator('#preset option').count() >= 9, 'presets listed');
   check(/parameters/.test(await page.locator('#preset option[value="tiny"]').innerText()), 'preset shows its parameter count');
   check(/available|build/.test(await text('#backends')), 'backends shown with availability');
-  // The API needs the token, which the page carries.
+  // The API needs the token, which the page keeps in the tab's session storage.
   const system = () => page.evaluate(() => fetch('/api/system', {
-    headers: { 'X-TinyGPT-Token': document.querySelector('meta[name="tinygpt-token"]').content },
+    headers: { 'X-TinyGPT-Token': sessionStorage.getItem('tinygpt-token') },
   }).then((r) => r.json()));
   const gpuListed = await system().then((s) => s.backends.find((b) => b.name === 'webgpu'));
   check(await page.locator('input[name="backend"][value="webgpu"]').isDisabled() === !gpuListed.available,
@@ -76,7 +77,7 @@ try {
   check(/more than the limit/.test(await text('#toast')), 'starting with the oversized upload shows the limit');
   // Sent anyway, past the page's check, the server refuses it too and creates no run.
   const direct = await page.evaluate(async (n) => {
-    const tok = document.querySelector('meta[name="tinygpt-token"]').content;
+    const tok = sessionStorage.getItem('tinygpt-token');
     const fd = new FormData();
     fd.append('settings', JSON.stringify({ preset: 'tiny' }));
     fd.append('corpus', new Blob([new Uint8Array(n).fill(97)], { type: 'text/plain' }), 'big.txt');
@@ -240,6 +241,13 @@ try {
   check(overflow <= 1, `no horizontal scrolling at phone width (overflow ${overflow}px)`);
 
   check(errors.length === 0, 'no page errors: ' + errors.join('; '));
+
+  // The bare address in a tab of its own (no token in its session storage) asks for the printed one.
+  const bare = await context.newPage();
+  await bare.goto(url.replace(/#.*/, ''));
+  await bare.waitForSelector('#toast.error', { timeout: T });
+  check(/needs its access token/.test(await bare.locator('#toast').innerText()), 'a tab without the token asks for the printed address');
+  await bare.close();
 } catch (e) {
   failed = true;
   console.error(e.stack || String(e));

@@ -7,11 +7,12 @@
 // (settings and history in run.json, the checkpoint in model.tinygpt, the corpus in corpus.txt),
 // so restarting the server or reloading the page loses nothing.
 //
-// Every request for the page or the API must carry the access token: the page in its URL
-// (?token=, as tinygpt serve prints it), the API in the X-TinyGPT-Token header (or ?token= on a
+// Every API request must carry the access token, in the X-TinyGPT-Token header (or ?token= on a
 // GET, for EventSource and download links). Loopback is no boundary between the users of one
 // machine, so this holds there too. Requests that change anything must, when a browser sends an
-// Origin, come from the server's own origin. The page receives the token inside its HTML.
+// Origin, come from the server's own origin. The page and its files hold no secret and are
+// served to anyone who can reach the server: the page takes the token from its address's
+// fragment (#token=, as tinygpt serve prints it), which browsers never send to a server.
 package server
 
 import (
@@ -316,29 +317,18 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// handleIndex serves the page with the access token filled in. The page itself needs the token
-// in the URL (?token=), as printed by tinygpt serve: it hands the token on to whoever reads it.
+// handleIndex serves the page. It holds no token: its script takes the token from the
+// address's fragment (#token=, as tinygpt serve prints it; see app.js).
 func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
-	tok := r.URL.Query().Get("token")
-	if tok == "" {
-		tok = r.Header.Get("X-TinyGPT-Token")
-	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) != 1 {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		io.WriteString(w, "This TinyGPT playground needs its access token: open the address that \"tinygpt serve\" printed, which ends in ?token=...\n")
-		return
-	}
 	page, err := fs.ReadFile(web.Files, "static/index.html")
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "page missing from the binary: %v", err)
 		return
 	}
-	html := strings.Replace(string(page), "__TINYGPT_TOKEN__", s.cfg.Token, 1)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
-	io.WriteString(w, html)
+	w.Write(page)
 }
 
 // apiError is the body of every error response.

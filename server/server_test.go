@@ -554,8 +554,8 @@ func TestAccessControl(t *testing.T) {
 		name, method, path, token, origin, host string
 		want                                    int
 	}{
-		{"page without token", "GET", "/", "", "", "", 401},
-		{"page", "GET", "/", tok, "", "", 200},
+		{"page (holds no token)", "GET", "/", "", "", "", 200},
+		{"page from another host name", "GET", "/", "", "", "evil.example", 403},
 		{"read API without token", "GET", "/api/runs", "", "", "", 401},
 		{"read API wrong token", "GET", "/api/runs", "nope", "", "", 401},
 		{"read API", "GET", "/api/runs", tok, "", "", 200},
@@ -598,27 +598,24 @@ func TestAccessControl(t *testing.T) {
 		}
 	}
 
-	// The page, opened at the printed address, carries the token.
-	status, b := ts.do("GET", "/?token="+tok, "", nil)
-	if status != 200 || !bytes.Contains(b, []byte(tok)) {
-		t.Errorf("page: %d, token inside: %v", status, bytes.Contains(b, []byte(tok)))
-	}
+	// The page holds no token (its script takes it from the address's fragment), so it is
+	// served without one.
 	resp, err := http.Get(ts.srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ = io.ReadAll(resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 401 || bytes.Contains(b, []byte(tok)) || !bytes.Contains(b, []byte("?token=")) {
-		t.Errorf("page without the token: %d %q", resp.StatusCode, b)
+	if resp.StatusCode != 200 || bytes.Contains(b, []byte(tok)) || !bytes.Contains(b, []byte("app.js")) {
+		t.Errorf("page: %d, token inside: %v", resp.StatusCode, bytes.Contains(b, []byte(tok)))
 	}
 
-	// A public server too needs the token for everything but the static files.
+	// A public server too needs the token for everything but the page and its files.
 	pub := newTestServer(t, "", func(c *Config) { c.Public = true; c.Token = "secret" })
 	for _, c := range []struct {
 		path string
 		want int
-	}{{"/", 401}, {"/?token=secret", 200}, {"/api/runs", 401}, {"/api/runs?token=secret", 200}, {"/app.js", 200}} {
+	}{{"/", 200}, {"/api/runs", 401}, {"/api/runs?token=wrong", 401}, {"/api/runs?token=secret", 200}, {"/app.js", 200}} {
 		resp, err := http.Get(pub.srv.URL + c.path)
 		if err != nil {
 			t.Fatal(err)

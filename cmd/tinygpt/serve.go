@@ -27,9 +27,9 @@ func cmdServe(args []string, e *env) error {
 Starts the playground: a local web page to set up training runs, watch the loss fall live,
 sample from models as they learn, look inside them, and keep, download and upload models.
 It listens on 127.0.0.1 and a free port, prints the address and opens nothing unless --open.
-Runs are stored in --dir. The page and the API need the access token: the printed address
-carries it (?token=), and scripts send it in the X-TinyGPT-Token header. It keeps the other
-users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
+Runs are stored in --dir. The API needs the access token: the printed address carries it
+for the page (#token=, which the browser keeps to itself), and scripts send it in the
+X-TinyGPT-Token header. It keeps the other users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
 	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
@@ -56,7 +56,7 @@ users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
 	}
 	urls := playgroundURLs(host, ln.Addr().(*net.TCPAddr).Port, interfaceAddrs())
 	for i := range urls {
-		urls[i] += "?token=" + srv.Token()
+		urls[i] += "#token=" + srv.Token() // a fragment: never sent to a server, nor in a Referer
 	}
 	url := urls[0]
 	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", url)

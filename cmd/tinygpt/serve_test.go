@@ -92,7 +92,7 @@ func TestBackendList(t *testing.T) {
 // with the token, which would show in the process list.
 func TestOpenPage(t *testing.T) {
 	dir := t.TempDir()
-	target := "http://127.0.0.1:8080/?token=abc&x=1"
+	target := "http://127.0.0.1:8080/?x=1#token=abc"
 	path, err := writeOpenPage(dir, target)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestOpenPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `content="0;url=http://127.0.0.1:8080/?token=abc&amp;x=1"`) {
+	if !strings.Contains(string(b), `content="0;url=http://127.0.0.1:8080/?x=1#token=abc"`) {
 		t.Errorf("page: %s", b)
 	}
 	if info, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && info.Mode().Perm() != 0o600) {

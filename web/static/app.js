@@ -2,7 +2,23 @@
 import { LossChart } from './chart.js';
 import { drawHeads } from './heatmap.js';
 
-const TOKEN = document.querySelector('meta[name="tinygpt-token"]').content;
+// The access token comes in the address that tinygpt serve prints, after # (#token=...), which
+// the browser never sends to a server. The page keeps it in this tab's session storage (its
+// origin's alone, port included) and takes it out of the address bar and the history, so that
+// it does not stay on screen or in the browser's history. (?token= in the query, from older
+// addresses, is taken the same way.)
+const TOKEN = (() => {
+  const key = 'tinygpt-token';
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get('token');
+  const fromQuery = new URLSearchParams(location.search).get('token');
+  const t = fromHash || fromQuery;
+  if (t) {
+    sessionStorage.setItem(key, t);
+    history.replaceState(null, '', location.pathname);
+    return t;
+  }
+  return sessionStorage.getItem(key) || '';
+})();
 const $ = (id) => document.getElementById(id);
 
 // ------------------------------------------------------------------ helpers
@@ -21,7 +37,7 @@ async function api(method, path, body, opts = {}) {
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!resp.ok) {
     let msg = (data && data.error) || `${resp.status} ${resp.statusText}`;
-    if (resp.status === 401) msg += ' (the server has another token now: open the address that tinygpt serve printed)';
+    if (resp.status === 401) msg += ' (open the address that tinygpt serve printed, which ends in #token=...)';
     throw new Error(msg);
   }
   return data;
@@ -81,12 +97,13 @@ function meaning(loss) {
 }
 
 let toastTimer = null;
-function toast(msg, kind = 'info') {
+// toast shows msg for a few seconds, or until the next one where sticky.
+function toast(msg, kind = 'info', sticky = false) {
   const t = $('toast');
   t.textContent = msg;
   t.className = 'toast ' + kind;
   clearTimeout(toastTimer);
-  toastTimer = setTimeout(() => t.classList.add('hidden'), kind === 'error' ? 8000 : 4000);
+  if (!sticky) toastTimer = setTimeout(() => t.classList.add('hidden'), kind === 'error' ? 8000 : 4000);
 }
 
 // ------------------------------------------------------------------ state
@@ -724,10 +741,14 @@ async function main() {
   $('upload-model').addEventListener('change', uploadModel);
 
   showTab(location.hash.slice(1) || 'train');
+  if (!TOKEN) {
+    toast('This page needs its access token: open the address that tinygpt serve printed, which ends in #token=...', 'error', true);
+    return;
+  }
   try {
     [state.system, state.presets] = await Promise.all([api('GET', '/api/system'), api('GET', '/api/presets')]);
   } catch (e) {
-    toast('Cannot reach the server: ' + e.message, 'error');
+    toast('Cannot reach the server: ' + e.message, 'error', true);
     return;
   }
   state.corpusLimit = state.system.limits.corpus_bytes;
