@@ -8,6 +8,7 @@ package data
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,8 +26,8 @@ type Corpus struct {
 	Text   []byte
 	Source string // "builtin", a path, or "stdin"
 	Files  int    // files read (for a directory)
-	// Unreadable lists the folders below a directory that could not be read (no permission,
-	// say): they were skipped.
+	// Unreadable lists the folders and files below a directory that could not be read (no
+	// permission): they were skipped.
 	Unreadable []string
 }
 
@@ -169,6 +170,10 @@ func loadDir(root, glob string) (Corpus, error) {
 			return Corpus{}, fmt.Errorf("files under %s add up to more than the %d-byte limit", root, MaxCorpusBytes)
 		}
 		text, err := readFile(p, info.Size())
+		if errors.Is(err, fs.ErrPermission) {
+			unreadable = append(unreadable, p) // skipped, as an unreadable folder is
+			continue
+		}
 		if err != nil {
 			return Corpus{}, err
 		}
@@ -191,7 +196,7 @@ func loadDir(root, glob string) (Corpus, error) {
 			what = fmt.Sprintf("%s (%d binary or empty files skipped)", what+" with text", skipped)
 		}
 		if len(unreadable) > 0 {
-			what = fmt.Sprintf("%s (folders that could not be read: %s)", what, strings.Join(unreadable, ", "))
+			what = fmt.Sprintf("%s (could not read: %s)", what, strings.Join(unreadable, ", "))
 		}
 		return Corpus{}, fmt.Errorf("directory %s has %s", root, what)
 	}

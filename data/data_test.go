@@ -200,9 +200,9 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// A folder that cannot be read is skipped, and the corpus names it, rather than failing the
-// whole directory. (Root reads every folder, so this runs for other users only.)
-func TestLoadSkipsUnreadableFolders(t *testing.T) {
+// A folder or file that cannot be read is skipped, and the corpus names it, rather than failing
+// the whole directory. (Root reads everything, so this runs for other users only.)
+func TestLoadSkipsUnreadable(t *testing.T) {
 	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
 		t.Skip("needs a user whom permissions stop")
 	}
@@ -214,12 +214,17 @@ func TestLoadSkipsUnreadableFolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chmod(locked, 0o755)
+	lockedFile := filepath.Join(dir, "c.go")
+	write(t, lockedFile, "package c\n")
+	if err := os.Chmod(lockedFile, 0); err != nil {
+		t.Fatal(err)
+	}
 	c, err := Load(dir, "*.go", nil)
-	if err != nil || string(c.Text) != "package a\n" || len(c.Unreadable) != 1 || c.Unreadable[0] != locked {
+	if err != nil || string(c.Text) != "package a\n" || strings.Join(c.Unreadable, " ") != locked+" "+lockedFile {
 		t.Errorf("corpus %q, unreadable %v, error %v", c.Text, c.Unreadable, err)
 	}
 	os.Remove(filepath.Join(dir, "a.go"))
-	if _, err := Load(dir, "*.go", nil); err == nil || !strings.Contains(err.Error(), "(folders that could not be read: "+locked+")") {
-		t.Errorf("only an unreadable folder: %v", err)
+	if _, err := Load(dir, "*.go", nil); err == nil || !strings.Contains(err.Error(), "(could not read: "+locked+", "+lockedFile+")") {
+		t.Errorf("only unreadable paths: %v", err)
 	}
 }
