@@ -29,7 +29,8 @@ sample from models as they learn, look inside them, and keep, download and uploa
 It listens on 127.0.0.1 and a free port, prints the address and opens nothing unless --open.
 Runs are stored in --dir. The API needs the access token: the printed address carries it
 for the page (#token=, which the browser keeps to itself), and scripts send it in the
-X-TinyGPT-Token header. It keeps the other users of this machine out. Ctrl-C saves a checkpoint of the running job.`)
+X-TinyGPT-Token header. It keeps the other users of this machine out. Ctrl-C saves a
+checkpoint of the running job.`)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (host:port; port 0 picks a free one)")
 	dir := fs.String("dir", defaultDataDir(), "data directory where runs and models are kept")
 	token := fs.String("token", "", "access token for the API (default: a random one, kept in DIR/token and printed)")
