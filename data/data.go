@@ -27,7 +27,7 @@ type Corpus struct {
 	Source string // "builtin", a path, or "stdin"
 	Files  int    // files read (for a directory)
 	// Unreadable lists the folders and files below a directory that could not be read (no
-	// permission): they were skipped.
+	// permission, say): they were skipped.
 	Unreadable []string
 }
 

@@ -51,7 +51,7 @@ type task interface {
 // consistent). The stores of these handshakes are nevertheless swaps: a swap is what a store
 // compiles to on amd64 anyway (XCHG), but on arm64 a store is STLR, and qemu's user-mode
 // emulator of arm64 on an x86 host, on which CI runs the arm64 kernels, lets an STLR pass a
-// later load (4–25 of 200,000 tries of this pattern saw both stale values; none with a swap).
+// later load (2–25 of 200,000 tries of this pattern saw both stale values; none with a swap).
 // There it lost a wake-up and hung a test for good.
 //
 // The caller must not block on done when it need not: a goroutine made runnable by another

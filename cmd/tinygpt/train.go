@@ -742,7 +742,7 @@ func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) 
 	fmt.Fprintf(w, "model:   %s (%s), %s parameters\n", name, o.Model, commas(o.Model.NumParams()))
 	fmt.Fprintf(w, "corpus:  %s, %s bytes (train %s, val %s)\n", t.Corpus.Source, commas(len(t.Corpus.Text)), commas(len(t.Split.Train)), commas(len(t.Split.Val)))
 	if u := t.Corpus.Unreadable; len(u) > 0 {
-		fmt.Fprintf(w, "note:    skipped what could not be read (no permission): %s\n", strings.Join(u, ", "))
+		fmt.Fprintf(w, "note:    skipped what could not be read: %s\n", strings.Join(u, ", "))
 	}
 	if t.Split.Overlap() {
 		fmt.Fprintf(w, "warning: the corpus is so short that a split was widened to one window of ctx+1 bytes; validation overlaps training\n")
