@@ -477,7 +477,21 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 	return nil
 }
 
-// attnGroups sizes a grid of 64-thread workgroups, one per block of 64 rows (fewer in a
+// attnLanes is the number of threads per row of the attention kernel entry for head size hs
+// (0: the kernel for any size), see attention.wgsl: two in the forward pass for heads of up to
+// 32 (every preset's but behemoth's), one otherwise. Wider heads' per-thread arrays leave no
+// registers for more threads, and the backward pass was no faster with two lanes. On an H100
+// (2026-11-27, docs/performance.md) two lanes made the forward pass 30% faster at xl's shape
+// and 14% at huge's, and one sequence's (as when sampling) 30% faster; four lanes of 32 rows
+// were slower at large's and huge's batches.
+func attnLanes(entry string, hs int) int {
+	if entry == "forward" && hs > 0 && hs <= 32 {
+		return 2
+	}
+	return 1
+}
+
+// attnGroups sizes a grid of workgroups, one per block of 64 rows (fewer in a
 // sequence's last block) of each of seqs (slice, sequence, head) triples of rows rows.
 func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs * ((rows + 63) / 64)) }
 

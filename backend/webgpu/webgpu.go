@@ -307,10 +307,16 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 		if variant == 0 {
 			hs4, loop = 64, "((prm.HS + 3u) / 4u)"
 		}
-		// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory.
-		kt := min(32, 16384/(2*16*hs4)/4*4)
+		// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory; with lanes,
+		// one of them also holds the 64 rows' partial results (KT ≥ 64).
+		lanes := attnLanes(entry, int(variant))
+		kt := min(32*lanes, 16384/(2*16*hs4)/4*4)
+		cp := min(16, (kt*hs4*4+64*lanes-1)/(64*lanes)) // the whole tile's share, up to 16
 		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
 			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),
+			"LANESu", fmt.Sprintf("%du", lanes), "CPu", fmt.Sprintf("%du", cp),
+			// A plain literal: naga compiles @workgroup_size(64u) as a workgroup of one thread.
+			"WGn", fmt.Sprint(64*lanes),
 			"SPLITb", fmt.Sprint(splitKeys(int(variant)))).Replace(code)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)

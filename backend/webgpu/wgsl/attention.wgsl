@@ -9,9 +9,14 @@
 // causal mask hides counting zero: tiles of KT partner rows are copied to workgroup memory by
 // all the threads together (coalesced), then every thread reads the same vec4 of the tile at
 // the same time (one broadcast read for all). Partners go four at a time, four independent dot
-// products in flight per thread. When rows are few for a large GPU, each row's partners are
-// split into slices, each its own thread, whose partial results are combined in slice order
-// (forward_merge; the backward's partial sums by the reduce kernel of matmul.wgsl).
+// products in flight per thread. In the forward pass each row may have several threads, its
+// LANES (thread ln·64 + r is lane ln of the block's row r, so a warp's threads share a lane):
+// lane ln takes the groups of four keys ln, ln + LANES, ... of every tile, which shortens the
+// row's chain of dependent steps, and at the end the lanes' partial results are merged into
+// lane 0's through workgroup memory, one lane after another in order. When rows are few for a
+// large GPU, each row's partners are also split into slices, each in workgroups of its own,
+// whose partial results are combined in slice order (forward_merge; the backward's partial sums
+// by the reduce kernel of matmul.wgsl).
 //
 // q, k and v are the column blocks of one [rows, 3C] tensor (the input projection's output),
 // read in place, and dq, dk and dv are written as the column blocks of one such tensor; out and
@@ -24,6 +29,10 @@
 
 const HS4_MAX: u32 = HS4MAXu;
 const KT: u32 = KTu;
+// The forward pass's threads per row (1 in the other entry points, whose workgroups are 64
+// threads), and its loads in flight per thread and tensor while it copies a tile.
+const LANES: u32 = LANESu;
+const CP: u32 = CPu;
 // SPLIT_KEYS: the backward's dk and dv in workgroups of their own (wide heads; see backward).
 const SPLIT_KEYS: bool = SPLITb;
 
@@ -62,14 +71,17 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> b7: array<f32>;
 @group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
-// Task is a thread's work: sequence b, head h, slice s and row i, i0 the first row of its
-// block; ok is false for a thread past the last row (it still helps to copy tiles).
+// Task is a thread's work: sequence b, head h, slice s, row i (row r of its block, whose first
+// is i0) and lane ln of the row; ok is false for a thread past the last row (it still helps to
+// copy tiles).
 struct Task {
     b: u32,
     h: u32,
     i: u32,
     s: u32,
     i0: u32,
+    r: u32,
+    ln: u32,
     ok: bool,
 }
 
@@ -78,14 +90,16 @@ fn flat(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.y * nwg.x + wg.x;
 }
 
-// task maps workgroup w to a block of 64 rows of one (slice, sequence, head) and lane lid to a
-// row.
+// task maps workgroup w to a block of 64 rows of one (slice, sequence, head) and thread lid to
+// a row and lane.
 fn task(w: u32, lid: u32, rows: u32) -> Task {
     let blocks = (rows + 63u) / 64u;
     let bhs = w / blocks;
     var t: Task;
     t.i0 = (w % blocks) * 64u;
-    t.i = t.i0 + lid;
+    t.r = lid % 64u;
+    t.ln = lid / 64u;
+    t.i = t.i0 + t.r;
     t.ok = t.i < rows;
     t.i = min(t.i, rows - 1u);
     let bh = bhs % (prm.B * prm.NH);
@@ -170,7 +184,7 @@ fn addY(w: vec4<f32>, at: u32, acc: vec4<f32>) -> vec4<f32> {
         fma(vec4<f32>(w.y), tileY[at + HS4L], fma(vec4<f32>(w.x), tileY[at], acc))));
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WGn) // 64·LANES
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let w = flat(wg, nwg);
     if (w >= groups(prm.NQ)) {
@@ -196,14 +210,29 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     let r = span(0u, min(prm.TK, min(t.i0 + 64u, prm.NQ) + prm.P0), t.s);
     for (var j0 = r.x; j0 < r.y; j0 += KT) {
         workgroupBarrier();
-        for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
-            let x = tileSource(e, t.b, prm.TK, j0, r.y, prm.C + col, C3);
-            tileX[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src], x.ok);
-            tileY[x.at / 4u][x.at % 4u] = select(0.0, b3[x.src + prm.C], x.ok);
+        // The tile's keys and values, in rounds of CP elements of each per thread whose loads
+        // are all issued before their stores (copied one at a time, each load's wait was
+        // about a tenth of the pass).
+        let n = KT * HS4L * 4u;
+        for (var e0 = lid; e0 < n; e0 += CP * 64u * LANES) {
+            var vx: array<f32, CP>;
+            var vy: array<f32, CP>;
+            for (var q = 0u; q < CP; q++) {
+                let x = tileSource(min(e0 + q * 64u * LANES, n - 1u), t.b, prm.TK, j0, r.y, prm.C + col, C3);
+                vx[q] = select(0.0, b3[x.src], x.ok);
+                vy[q] = select(0.0, b3[x.src + prm.C], x.ok);
+            }
+            for (var q = 0u; q < CP; q++) {
+                let e = e0 + q * 64u * LANES;
+                if (e < n) {
+                    tileX[e / 4u][e % 4u] = vx[q];
+                    tileY[e / 4u][e % 4u] = vy[q];
+                }
+            }
         }
         workgroupBarrier();
         let vis = min(last, r.y - 1u);
-        for (var jj = 0u; jj < min(KT, r.y - j0); jj += 4u) {
+        for (var jj = 4u * t.ln; jj < min(KT, r.y - j0); jj += 4u * LANES) {
             let k0 = jj * HS4L;
             var s = vec4<f32>(0.0);
             for (var e = 0u; e < HS4L; e++) {
@@ -222,7 +251,30 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
             m = mn;
         }
     }
-    if (!t.ok) {
+    // The lanes' (m, l, acc) merged into lane 0's, lane by lane: with M the larger maximum,
+    // each side's l and acc scaled by exp(its m − M) and added. (A tile holds 64 rows' acc.)
+    for (var k = 1u; k < LANES; k++) {
+        workgroupBarrier();
+        if (t.ln == k) {
+            for (var e = 0u; e < HS4L; e++) {
+                tileX[t.r * HS4L + e] = acc[e];
+            }
+            tileY[t.r] = vec4<f32>(m, l, 0.0, 0.0);
+        }
+        workgroupBarrier();
+        if (t.ln == 0u) {
+            let o = tileY[t.r];
+            let mn = max(m, o.x);
+            let a0 = exp(m - mn);
+            let a1 = exp(o.x - mn);
+            l = l * a0 + o.y * a1;
+            for (var e = 0u; e < HS4L; e++) {
+                acc[e] = acc[e] * a0 + tileX[t.r * HS4L + e] * a1;
+            }
+            m = mn;
+        }
+    }
+    if (!t.ok || t.ln != 0u) {
         return;
     }
     let li = (t.b * prm.NH + t.h) * prm.NQ + t.i;
