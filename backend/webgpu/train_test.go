@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"tinygpt/backend"
 	"tinygpt/backend/cpu"
+	"tinygpt/backend/webgpu/internal/gpu"
 	"tinygpt/data"
 	"tinygpt/gpt"
 	"tinygpt/train"
@@ -111,7 +113,10 @@ func TestTrajectoryMatchesCPU(t *testing.T) {
 // Once its kernels' parameter blocks exist, a training step (dropout included) writes to the
 // device only with its first submit: the learning rate, the batch and the dropout seeds. The
 // binding makes every submit that carries writes wait until the GPU has finished the work
-// before it (gpu.Stats), so a write later in a step would leave the GPU idle.
+// before it (gpu.Stats), so a write later in a step would leave the GPU idle. Each step here
+// starts with the GPU idle, so its data goes through the upload arena (gpu.Device.Write); with
+// the data in upload pages, as when a step is recorded while the one before it runs, the steps
+// make no queued writes at all, and the same losses, gradient norms and weights.
 func TestStepWritesOnlyAtItsStart(t *testing.T) {
 	g := openGPU(t)
 	o := trajectoryOptions()
@@ -122,9 +127,31 @@ func TestStepWritesOnlyAtItsStart(t *testing.T) {
 	runSteps(t, tr, 3)
 	g.dev.ResetStats()
 	const n = 5
-	runSteps(t, tr, n)
+	want := runSteps(t, tr, n)
 	if s := g.dev.Stats(); s.WriteSubmits != n {
 		t.Errorf("%d steps made %d submits with writes (of %d submits, %d dispatches), want one each", n, s.WriteSubmits, s.Submits, s.Dispatches)
+	}
+
+	defer func() { gpu.ForceUpload = "" }()
+	gpu.ForceUpload = "page"
+	tp, err := train.New(g, o, trajectoryCorpus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSteps(t, tp, 3)
+	g.dev.ResetStats()
+	got := runSteps(t, tp, n)
+	if s := g.dev.Stats(); s.WriteSubmits != 0 || s.Writes < 2*n {
+		t.Errorf("through upload pages, %d steps made %d submits with queued writes (of %d submits) and %d staged writes, want none and at least %d",
+			n, s.WriteSubmits, s.Submits, s.Writes, 2*n)
+	}
+	for i := range got {
+		if got[i].Loss != want[i].Loss || got[i].GradNorm != want[i].GradNorm {
+			t.Errorf("step %d through upload pages: loss %v, norm %v; through the arena %v, %v", i+4, got[i].Loss, got[i].GradNorm, want[i].Loss, want[i].GradNorm)
+		}
+	}
+	if !slices.Equal(tp.Model.Weights(), tr.Model.Weights()) {
+		t.Errorf("the weights after %d steps through upload pages differ from those through the arena", n+3)
 	}
 }
 

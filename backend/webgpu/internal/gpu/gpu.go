@@ -63,9 +63,11 @@ var FlushEvery, FlushFirst = 64, 8
 // data, so that a large model's weights do not need staging buffers of their whole size.
 var TransferChunk uint64 = 64 << 20
 
-// uploadArena is the byte size of the upload arena, through which host data reaches buffers
-// while commands are pending (a batch of tokens and targets is a few tens of kilobytes);
-// uploadWindow is the part of it one upload kernel reads, as a uniform binding.
+// Host data reaches buffers while commands are pending through the upload arena or upload
+// pages (see stage; a batch of tokens and targets is a few tens of kilobytes), in pieces of up
+// to uploadWindow bytes, what one upload kernel reads as a uniform binding. uploadArena is the
+// arena's size; an upload page holds one window. Data of up to uploadArena/2 bytes is staged;
+// larger data is written by the queue.
 const (
 	uploadArena  = 4 << 20
 	uploadWindow = 64 << 10
@@ -133,12 +135,16 @@ type Device struct {
 	upBytes []byte  // its contents for the pending stream, from byte upBase of the arena
 	upBase  int
 
+	page      *Buffer   // the open upload page (see stage), nil when none is
+	pageBytes []byte    // its mapped memory
+	pageUsed  int       // bytes of it taken
+	pagesDone []*Buffer // pages closed since the last submit, released after it
+
 	fillK, uploadK, copyK *Kernel // the layer's own kernels (see ownKernels)
 
 	lastSubmit uint64 // index of the latest submit: the GPU may still be running it (see Ordering)
 
-	graveBufs   []*wgpu.Buffer // freed, released after the next submit
-	graveGroups []*wgpu.BindGroup
+	graves []grave // freed, released once the GPU has run every submit that may use them
 
 	groups map[groupKey]*wgpu.BindGroup
 	bufs   map[uint64]*wgpu.Buffer // by Buffer.id
@@ -157,7 +163,7 @@ type Stats struct {
 	Dispatches   int           // kernel runs recorded
 	NewGroups    int           // bind groups created (the rest came from the cache)
 	Submits      int           // command buffers submitted, the writes-only ones included
-	WriteSubmits int           // submits carrying new parameter blocks or uploads (see below)
+	WriteSubmits int           // submits carrying new parameter blocks or arena uploads (see below)
 	Waits        int           // times the host waited for the GPU (ordering or readback)
 	WaitTime     time.Duration // time spent in those waits
 	SubmitTime   time.Duration // time in the binding's Submit and WriteBuffer calls
@@ -338,7 +344,10 @@ func (d *Device) Close() {
 		b.Release()
 		delete(d.bufs, id)
 	}
-	d.bury()
+	for _, g := range d.graves {
+		g.release()
+	}
+	d.graves = nil
 	for _, k := range d.kernels {
 		k.pipe.Release()
 		k.plLayout.Release()
@@ -405,12 +414,16 @@ func (d *Device) NewBuffer(n uint64) (*Buffer, error) {
 
 // newBuffer allocates a device buffer with the given usage and registers it.
 func (d *Device) newBuffer(size uint64, usage wgpu.BufferUsage) (*Buffer, error) {
-	wb, err := d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size, Usage: usage})
+	return d.register(d.dev.CreateBuffer(&wgpu.BufferDescriptor{Size: size, Usage: usage}))
+}
+
+// register registers a buffer the binding created.
+func (d *Device) register(wb *wgpu.Buffer, err error) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
 	d.nextID++
-	b := &Buffer{id: d.nextID, size: size}
+	b := &Buffer{id: d.nextID, size: wb.Size()}
 	d.bufs[b.id] = wb
 	dead := d.dead
 	b.cleanup = runtime.AddCleanup(b, func(id uint64) {
@@ -443,9 +456,28 @@ func (d *Device) collect() {
 	}
 }
 
+// grave is a buffer or bind group that free dropped, to be released once the GPU has run
+// submit after (the latest when it was dropped): work already submitted may still use it (a
+// queued write, a clear), which the binding does not keep alive.
+type grave struct {
+	buf   *wgpu.Buffer
+	group *wgpu.BindGroup
+	after uint64
+}
+
+func (g grave) release() {
+	if g.buf != nil {
+		g.buf.Release()
+	}
+	if g.group != nil {
+		g.group.Release()
+	}
+}
+
 // free drops buffer id and the bind groups that use it from the device's tables. They are
-// released after the next submit, so that no command buffer can see them released before it
-// is submitted (the binding rejects such a submit).
+// released once the GPU has run the latest submit (free runs only while nothing is recorded,
+// so every command that uses them has been submitted; and no command buffer can see them
+// released before it is submitted, which the binding rejects).
 func (d *Device) free(id uint64) {
 	wb := d.bufs[id]
 	if wb == nil {
@@ -454,35 +486,32 @@ func (d *Device) free(id uint64) {
 	for k, g := range d.groups {
 		for _, e := range k.binds[:k.n] {
 			if e.id == id {
-				d.graveGroups = append(d.graveGroups, g)
+				d.graves = append(d.graves, grave{group: g, after: d.lastSubmit})
 				delete(d.groups, k)
 				break
 			}
 		}
 	}
-	d.graveBufs = append(d.graveBufs, wb)
+	d.graves = append(d.graves, grave{buf: wb, after: d.lastSubmit})
 	delete(d.bufs, id)
 }
 
-// bury releases what free dropped before the last submit.
+// bury releases what free dropped that the GPU is done with, without waiting for the rest.
 func (d *Device) bury() {
-	if len(d.graveGroups) == 0 && len(d.graveBufs) == 0 {
+	if len(d.graves) == 0 {
 		return
 	}
-	// A freed buffer may still be the target of work just submitted (a queued write, a clear),
-	// which the binding does not keep alive: release it only once the GPU is done.
-	if err := d.beforeWrite(); err != nil {
-		return
+	done := d.queue.Poll()
+	kept := d.graves[:0]
+	for _, g := range d.graves {
+		if g.after <= done {
+			g.release()
+		} else {
+			kept = append(kept, g)
+		}
 	}
-	for _, g := range d.graveGroups {
-		g.Release()
-	}
-	for _, b := range d.graveBufs {
-		b.Release()
-	}
-	clear(d.graveGroups)
-	clear(d.graveBufs)
-	d.graveGroups, d.graveBufs = d.graveGroups[:0], d.graveBufs[:0]
+	clear(d.graves[len(kept):])
+	d.graves = kept
 }
 
 // Release frees b after the work recorded so far. Using b afterwards is an error.
@@ -506,9 +535,9 @@ func (d *Device) buffer(b *Buffer) *wgpu.Buffer {
 }
 
 // Write copies data (a multiple of 4 bytes) into b at byte offset off, ordered after every
-// command recorded so far. Data up to the upload arena's size is staged there and copied by a
-// kernel in the stream, so a write costs no submit of its own; larger data is written by the
-// queue once the recorded work has run.
+// command recorded so far. Data up to half the upload arena's size is staged (see stage) and
+// copied by a kernel in the stream, so a write costs no submit of its own; larger data is
+// written by the queue once the recorded work has run.
 func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	if d.err != nil {
 		return d.err
@@ -537,46 +566,104 @@ func (d *Device) Write(b *Buffer, off uint64, data []byte) error {
 	return nil
 }
 
-// stage records data's copy into b at off through the upload arena: pieces of one window, each
-// copied by the upload kernel. The arena is written (by the queue, which orders it before the
-// stream: it is a uniform buffer) when the stream is submitted.
+// ForceUpload, for tests, makes stage put host data in upload pages ("page") or in the upload
+// arena ("arena") whether the GPU is busy or not ("": stage chooses).
+var ForceUpload string
+
+// stage records data's copy into b at off: pieces of one window, each copied by the upload
+// kernel from the upload arena or from an upload page.
 //
-// The kernel binds the arena in windows that start at multiples of uploadWindow, and no piece
-// crosses into the next window, so that a training step's uploads, which land at other
-// offsets each time, use at most uploadArena/uploadWindow bind groups.
+// The arena is written by the queue when the stream is submitted (which orders it before the
+// stream: it is a uniform buffer); the kernel binds it in windows that start at multiples of
+// uploadWindow, and no piece crosses into the next window, so that a training step's uploads,
+// which land at other offsets each time, use at most uploadArena/uploadWindow bind groups. But
+// the binding's queue writes wait until the GPU has finished all submitted work (see
+// writesWait), so while the GPU is busy, pieces go to upload pages instead: uniform buffers
+// created mapped, which the host writes straight into and unmaps before the submit that reads
+// them (the host's writes before a submit are visible to the GPU), released once that submit
+// has run. A training step recorded while the one before it runs (see ReadLater) thus goes out
+// with its batch while that step still runs. Pages are not used when the GPU is idle: each
+// is a new allocation and a new bind group, slower than a queued write that need not wait (on
+// an H100, sampling one token at a time from huge was a fifth slower through pages).
 func (d *Device) stage(b *Buffer, off uint64, data []byte) error {
 	for len(data) > 0 {
 		n := min(len(data), uploadWindow)
-		at := (d.upBase + len(d.upBytes) + 15) / 16 * 16
-		if at%uploadWindow+n > uploadWindow {
-			at = (at/uploadWindow + 1) * uploadWindow
-		}
-		if at+n > uploadArena {
-			if err := d.drain(); err != nil { // which starts the arena again
-				return err
-			}
-			continue
-		}
 		if d.nparams == paramSlots {
-			// Dispatch would wait for the GPU and start the upload arena again with this
-			// piece in the stream: do it first.
+			// Dispatch would wait for the GPU and start the parameter arena (and the upload
+			// arena) again with this piece in the stream: do it first.
 			if err := d.restartParams(); err != nil {
 				return err
 			}
 			continue
 		}
-		d.upBytes = append(d.upBytes, make([]byte, at-d.upBase-len(d.upBytes))...)
-		d.upBytes = append(d.upBytes, data[:n]...)
+		var src Binding
+		var at int // the piece's byte offset in src
+		if d.page != nil || len(d.upBytes) == 0 && (ForceUpload == "page" || ForceUpload == "" && !d.finished()) {
+			at = (d.pageUsed + 15) / 16 * 16
+			if d.page == nil || at+n > uploadWindow {
+				if err := d.openPage(); err != nil {
+					return err
+				}
+				at = 0
+			}
+			copy(d.pageBytes[at:], data[:n])
+			d.pageUsed = at + n
+			src = Binding{Buf: d.page, Off: 0, Size: uploadWindow}
+		} else {
+			at = (d.upBase + len(d.upBytes) + 15) / 16 * 16
+			if at%uploadWindow+n > uploadWindow {
+				at = (at/uploadWindow + 1) * uploadWindow
+			}
+			if at+n > uploadArena {
+				if err := d.drain(); err != nil { // which starts the arena again
+					return err
+				}
+				continue
+			}
+			d.upBytes = append(d.upBytes, make([]byte, at-d.upBase-len(d.upBytes))...)
+			d.upBytes = append(d.upBytes, data[:n]...)
+			wat := at / uploadWindow * uploadWindow
+			src, at = Binding{Buf: d.upload, Off: uint64(wat), Size: uploadWindow}, at-wat
+		}
 		win := d.window(b, off, uint64(n))
-		wat := at / uploadWindow * uploadWindow
-		err := d.Dispatch(d.uploadK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4), uint32((at - wat) / 4)},
-			[]Binding{win, {Buf: d.upload, Off: uint64(wat), Size: uploadWindow}}, groups1D(n/4), 1, 1)
+		err := d.Dispatch(d.uploadK, []uint32{uint32((off - win.Off) / 4), uint32(n / 4), uint32(at / 4)},
+			[]Binding{win, src}, groups1D(n/4), 1, 1)
 		if err != nil {
 			return err
 		}
 		data, off = data[n:], off+uint64(n)
 	}
 	return nil
+}
+
+// openPage closes the open upload page, if any, and opens a new one.
+func (d *Device) openPage() error {
+	d.closePage()
+	p, err := d.register(d.dev.CreateBuffer(&wgpu.BufferDescriptor{Label: "upload page", Size: uploadWindow,
+		Usage: wgpu.BufferUsageUniform, MappedAtCreation: true}))
+	if err != nil {
+		return d.fail(fmt.Errorf("allocating an upload page: %w", err))
+	}
+	m, err := d.buffer(p).MappedRange(0, uploadWindow)
+	if err != nil {
+		d.Release(p)
+		return d.fail(fmt.Errorf("mapping an upload page: %w", err))
+	}
+	d.page, d.pageBytes, d.pageUsed = p, m.Bytes(), 0
+	return nil
+}
+
+// closePage unmaps the open upload page, if any: its data is written, and it is released
+// after the next submit has run.
+func (d *Device) closePage() {
+	if d.page == nil {
+		return
+	}
+	if err := d.buffer(d.page).Unmap(); err != nil {
+		d.fail(fmt.Errorf("unmapping an upload page: %w", err))
+	}
+	d.pagesDone = append(d.pagesDone, d.page)
+	d.page, d.pageBytes, d.pageUsed = nil, nil, 0
 }
 
 // writeDirect writes data into b at off by the queue, after the recorded work has run, and
@@ -1145,8 +1232,10 @@ func (d *Device) restartParams() error {
 // and ReadLater): new buffers are cleared and host data is copied in by kernels; host data and
 // kernel parameters go through uniform buffers written by the queue into parts that no
 // unfinished submit reads (the upload arena starts over only when the GPU is idle, a parameter
-// slot is never rewritten while the arena is in use); and the few writes too large for the
-// upload arena are queued writes to the buffer itself, submitted on their own and waited for.
+// slot is never rewritten while the arena is in use), or through upload pages, uniform buffers
+// the host wrote before the submit that reads them (see stage); and the few writes too large
+// for the upload arena are queued writes to the buffer itself, submitted on their own and
+// waited for.
 // Across submits, the barrier after each dispatch orders it before everything submitted later.
 
 // submitWrites submits the binding's queued writes (queue.WriteBuffer) on their own and waits
@@ -1218,8 +1307,8 @@ func (d *Device) waitUntil(done func() bool) error {
 	return nil
 }
 
-// idle notes that the GPU has finished every submit: with nothing recorded since, the
-// parameter and upload arenas start again at their beginning.
+// idle notes that the GPU has finished every submit: with nothing recorded since, the upload
+// arena starts again at its beginning.
 func (d *Device) idle() {
 	d.chunk = FlushFirst
 	if d.enc == nil && len(d.upBytes) == 0 {
@@ -1260,26 +1349,28 @@ func (d *Device) endPass() {
 	}
 }
 
-// writesWait reports whether the next submit carries writes (new parameter blocks or uploads)
-// while the GPU is still running earlier submits. The binding's queue writes wait until the
-// GPU has finished everything submitted (docs/performance.md, thirty-third session), so such
-// a submit cannot start before the GPU is idle: Dispatch then goes on recording instead of
-// submitting, and Flush waits for the GPU first. This is what lets a training step be recorded
-// while the one before it runs (see ReadLater) and submitted when that one ends.
+// writesWait reports whether the next submit carries writes (new parameter blocks or arena
+// uploads) while the GPU is still running earlier submits. The binding's queue writes wait
+// until the GPU has finished everything submitted (docs/performance.md, thirty-third session),
+// so such a submit cannot start before the GPU is idle: Dispatch then goes on recording
+// instead of submitting, and Flush waits for the GPU first. (A training step recorded while
+// the one before it runs puts its data in upload pages instead, and goes out at once: see
+// stage.)
 func (d *Device) writesWait() bool {
 	return d.carriesWrites() && !d.finished()
 }
 
-// carriesWrites reports whether the next submit carries writes: new parameter blocks or
-// uploads.
+// carriesWrites reports whether the next submit carries writes: new parameter blocks or uploads
+// in the arena (upload pages need none: see stage).
 func (d *Device) carriesWrites() bool { return len(d.paramBytes) > 0 || len(d.upBytes) > 0 }
 
 // finished reports whether the GPU has finished every submit.
 func (d *Device) finished() bool { return d.queue.Poll() >= d.lastSubmit }
 
 // Flush submits everything recorded so far as one command buffer, after the parts of the
-// parameter and upload arenas it reads (see submitWrites). It does not wait: earlier submits,
-// which the GPU may still be running, read other parts of the arenas.
+// parameter and upload arenas it reads (see submitWrites) and with the upload pages it reads
+// unmapped. It does not wait: earlier submits, which the GPU may still be running, read other
+// parts of the arenas and other pages.
 func (d *Device) Flush() error {
 	if d.err != nil {
 		return d.err
@@ -1318,6 +1409,7 @@ func (d *Device) Flush() error {
 		d.upBase += len(d.upBytes)
 		d.upBytes = d.upBytes[:0]
 	}
+	d.closePage()
 	cb, err := d.enc.Finish()
 	d.enc = nil
 	d.paramBytes = d.paramBytes[:0]
@@ -1339,6 +1431,11 @@ func (d *Device) Flush() error {
 		r.pending = p
 	}
 	d.unsent = 0
+	for _, p := range d.pagesDone {
+		d.Release(p)
+	}
+	clear(d.pagesDone)
+	d.pagesDone = d.pagesDone[:0]
 	d.bury()
 	d.collect()
 	return nil

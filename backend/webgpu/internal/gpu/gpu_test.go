@@ -59,9 +59,9 @@ func TestFillInWindows(t *testing.T) {
 
 // A long stream submitted in pieces (FlushEvery small), past the end of the parameter arena
 // (which makes the host wait and start it again): 5,000 staged writes, each its own dispatch, to
-// 100 places in turn; each place holds the last value written to it. Every piece carries writes,
-// so a piece is submitted only once the GPU has finished the one before (see writesWait): fewer
-// submits than pieces, but more than one.
+// 100 places in turn; each place holds the last value written to it. Every piece carries new
+// parameter blocks, so a piece is submitted only once the GPU has finished the one before (see
+// writesWait): fewer submits than pieces, but more than one.
 func TestStreamInPieces(t *testing.T) {
 	d := openDevice(t)
 	defer func(n int) { FlushEvery = n }(FlushEvery)
@@ -157,10 +157,19 @@ func TestReadLater(t *testing.T) {
 	}
 }
 
-// Staged writes of 100 KB (two pieces each, in two windows of the upload arena) to 3 buffers
-// in turn, 60 of them: past the arena's end, which makes the host wait and start it again.
-// Each buffer holds the last data written to it.
-func TestUploadsPastArena(t *testing.T) {
+// Staged writes of 100 KB (two pieces each) to 3 buffers in turn, 60 of them, through the
+// upload arena (two windows each: past the arena's end, which makes the host wait and start it
+// again) and through upload pages (one each). Each buffer holds the last data written to it,
+// and once the GPU has run them the pages are released: only the three buffers are left.
+func TestUploads(t *testing.T) {
+	defer func() { ForceUpload = "" }()
+	for _, via := range []string{"arena", "page"} {
+		ForceUpload = via
+		t.Run(via, testUploads)
+	}
+}
+
+func testUploads(t *testing.T) {
 	d := openDevice(t)
 	const size, writes = 100 << 10, 60
 	var bufs [3]*Buffer
@@ -193,6 +202,10 @@ func TestUploadsPastArena(t *testing.T) {
 				t.Fatalf("buffer %d, byte %d: %#x, want %#x", i, j, g, w)
 			}
 		}
+	}
+	d.bury()
+	if len(d.bufs) != len(bufs)+1 || len(d.graves) != 0 { // and the arena
+		t.Errorf("%d buffers registered and %d waiting to be released after the writes have run, want %d and 0", len(d.bufs), len(d.graves), len(bufs)+1)
 	}
 }
 
