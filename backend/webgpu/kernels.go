@@ -481,9 +481,9 @@ func (be *Backend) attnKernel(entry string, C, NH int) *gpu.Kernel {
 // (0: the kernel for any size), see attention.wgsl: two in the forward pass for heads of up to
 // 32 (every preset's but behemoth's), one otherwise. Wider heads' per-thread arrays leave no
 // registers for more threads, and the backward pass was no faster with two lanes. On an H100
-// (2026-11-27, docs/performance.md) two lanes made the forward pass 30% faster at xl's shape
-// and 14% at huge's, and one sequence's (as when sampling) 30% faster; four lanes of 32 rows
-// were slower at large's and huge's batches.
+// (2026-11-27, docs/performance.md) two lanes, with the tiles' loads in flight together, made
+// the forward pass 30% faster at xl's shape, 14% at huge's and 30% for one sequence (as when
+// sampling); four lanes of 32 rows were slower at large's and huge's batches.
 func attnLanes(entry string, hs int) int {
 	if entry == "forward" && hs > 0 && hs <= 32 {
 		return 2
