@@ -311,6 +311,10 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 		// one of them also holds the 64 rows' partial results (KT ≥ 64).
 		lanes := attnLanes(entry, int(variant))
 		kt := min(32*lanes, 16384/(2*16*hs4)/4*4)
+		if lanes > 1 && kt < 64 {
+			be.fail(fmt.Errorf("attention kernel for head size %d: a tile of %d rows cannot hold the merge of 64 rows' lanes", variant, kt))
+			return nil
+		}
 		cp := min(16, (kt*hs4*4+64*lanes-1)/(64*lanes)) // the whole tile's share, up to 16
 		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
 			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),

@@ -135,10 +135,11 @@ type Device struct {
 	upBytes []byte  // its contents for the pending stream, from byte upBase of the arena
 	upBase  int
 
-	page      *Buffer   // the open upload page (see stage), nil when none is
-	pageBytes []byte    // its mapped memory
-	pageUsed  int       // bytes of it taken
-	pagesDone []*Buffer // pages closed since the last submit, released after it
+	page      *Buffer           // the open upload page (see stage), nil when none is
+	pageRange *wgpu.MappedRange // its mapping
+	pageBytes []byte            // its mapped memory
+	pageUsed  int               // bytes of it taken
+	pagesDone []*Buffer         // pages closed since the last submit, released after it
 
 	fillK, uploadK, copyK *Kernel // the layer's own kernels (see ownKernels)
 
@@ -173,8 +174,9 @@ type Stats struct {
 	Writes       int           // host writes
 
 	// The binding waits for the GPU to finish all earlier work before a submit that carries
-	// writes (see Flush), so in a training step only the first submit, while the GPU is idle
-	// anyway, should count in WriteSubmits.
+	// writes (see Flush), so in a training step only the first submit, and only when the step
+	// starts on an idle GPU, should count in WriteSubmits (a step recorded while the GPU is
+	// busy puts its data in upload pages: see stage).
 
 	// PerKernel is, with SyncEach set, the time from recording each dispatch until the GPU
 	// finished it, by kernel name (a submit and a wait of overhead included in each).
@@ -457,8 +459,9 @@ func (d *Device) collect() {
 }
 
 // grave is a buffer or bind group that free dropped, to be released once the GPU has run
-// submit after (the latest when it was dropped): work already submitted may still use it (a
-// queued write, a clear), which the binding does not keep alive.
+// submit after (the latest when it was dropped), which may still use it. (The binding keeps
+// what a dispatch binds alive until the GPU is done with it, but not the target of a queued
+// write; graves make the rule one for everything.)
 type grave struct {
 	buf   *wgpu.Buffer
 	group *wgpu.BindGroup
@@ -606,6 +609,10 @@ func (d *Device) stage(b *Buffer, off uint64, data []byte) error {
 				}
 				at = 0
 			}
+			// Nothing may submit the stream between this copy and the dispatch below that
+			// reads it, or the page would be gone: Write submitted pending reads before
+			// staging, and the check above keeps Dispatch from starting the parameter arena
+			// again.
 			copy(d.pageBytes[at:], data[:n])
 			d.pageUsed = at + n
 			src = Binding{Buf: d.page, Off: 0, Size: uploadWindow}
@@ -649,7 +656,7 @@ func (d *Device) openPage() error {
 		d.Release(p)
 		return d.fail(fmt.Errorf("mapping an upload page: %w", err))
 	}
-	d.page, d.pageBytes, d.pageUsed = p, m.Bytes(), 0
+	d.page, d.pageRange, d.pageBytes, d.pageUsed = p, m, m.Bytes(), 0
 	return nil
 }
 
@@ -659,11 +666,12 @@ func (d *Device) closePage() {
 	if d.page == nil {
 		return
 	}
+	d.pageRange.Release()
 	if err := d.buffer(d.page).Unmap(); err != nil {
 		d.fail(fmt.Errorf("unmapping an upload page: %w", err))
 	}
 	d.pagesDone = append(d.pagesDone, d.page)
-	d.page, d.pageBytes, d.pageUsed = nil, nil, 0
+	d.page, d.pageRange, d.pageBytes, d.pageUsed = nil, nil, nil, 0
 }
 
 // writeDirect writes data into b at off by the queue, after the recorded work has run, and
@@ -919,9 +927,10 @@ func (d *Device) ReadLater(dst []byte, b *Buffer, off uint64) error {
 
 // Await submits everything recorded and waits until every ReadLater since the last Await has
 // filled its dst. It does not wait for the work recorded after the last read, except that a
-// submit carrying writes (uploads, new parameter blocks) first waits for the GPU to finish
-// everything submitted before it (see writesWait): a training step recorded after the reads
-// is submitted once the GPU has reached them.
+// submit carrying writes (new parameter blocks, uploads in the arena) first waits for the GPU
+// to finish everything submitted before it (see writesWait). A training step recorded after
+// the reads while the GPU is busy carries none (its data goes in upload pages, see stage), so
+// it is submitted at once and runs after them.
 func (d *Device) Await() error {
 	t0 := time.Now()
 	defer func() { d.stats.AwaitTime += time.Since(t0) }()
@@ -1055,7 +1064,8 @@ const maxBinds = 8
 
 // groupKey identifies a bind group: the kernel, its parameter slot and its buffer ranges. A
 // training step records the same dispatches with the same parameters and buffers every time,
-// so its bind groups are made in the first step and found in the cache afterwards. (The
+// so its bind groups are made in the first step and found in the cache afterwards, but for
+// the few upload kernels that read an upload page, a new buffer each time (see stage). (The
 // parameter slot is bound at a fixed offset because the binding's Vulkan path does not honour
 // dynamic offsets.)
 type groupKey struct {
@@ -1307,10 +1317,11 @@ func (d *Device) waitUntil(done func() bool) error {
 	return nil
 }
 
-// idle notes that the GPU has finished every submit: with nothing recorded since, the upload
-// arena starts again at its beginning.
+// idle notes that the GPU has finished every submit: what free dropped can go, and with
+// nothing recorded since, the upload arena starts again at its beginning.
 func (d *Device) idle() {
 	d.chunk = FlushFirst
+	d.bury()
 	if d.enc == nil && len(d.upBytes) == 0 {
 		d.upBase = 0
 	}
@@ -1409,7 +1420,9 @@ func (d *Device) Flush() error {
 		d.upBase += len(d.upBytes)
 		d.upBytes = d.upBytes[:0]
 	}
-	d.closePage()
+	if d.closePage(); d.err != nil {
+		return d.err
+	}
 	cb, err := d.enc.Finish()
 	d.enc = nil
 	d.paramBytes = d.paramBytes[:0]
