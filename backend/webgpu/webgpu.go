@@ -282,46 +282,10 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	if k := be.kernels[key]; k != nil {
 		return k
 	}
-	src, err := shaders.ReadFile("wgsl/" + file + ".wgsl")
+	code, err := kernelSource(file, entry, variant)
 	if err != nil {
 		be.fail(err)
 		return nil
-	}
-	code := string(src)
-	if file == "matmul" || file == "elementwise" { // both end some products in a GELU
-		gelu, err := shaders.ReadFile("wgsl/gelu.wgsl")
-		if err != nil {
-			be.fail(err)
-			return nil
-		}
-		code = string(gelu) + "\n" + code
-	}
-	if file == "matmul" {
-		code += problem2(code)
-	}
-	switch file {
-	case "attention":
-		// variant is the head size (≤ 64: unrolled) or 0 (any size up to 256).
-		hs4 := (int(variant) + 3) / 4
-		loop := fmt.Sprintf("%du", hs4)
-		if variant == 0 {
-			hs4, loop = 64, "((prm.HS + 3u) / 4u)"
-		}
-		// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory; with lanes,
-		// one of them also holds the 64 rows' partial results (KT ≥ 64).
-		lanes := attnLanes(entry, int(variant))
-		kt := min(32*lanes, 16384/(2*16*hs4)/4*4)
-		if lanes > 1 && kt < 64 {
-			be.fail(fmt.Errorf("attention kernel for head size %d: a tile of %d rows cannot hold the merge of 64 rows' lanes", variant, kt))
-			return nil
-		}
-		cp := min(16, (kt*hs4*4+64*lanes-1)/(64*lanes)) // the whole tile's share, up to 16
-		code = strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
-			"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),
-			"LANESu", fmt.Sprintf("%du", lanes), "CPu", fmt.Sprintf("%du", cp),
-			// A plain literal: naga compiles @workgroup_size(64u) as a workgroup of one thread.
-			"WGn", fmt.Sprint(64*lanes),
-			"SPLITb", fmt.Sprint(splitKeys(int(variant)))).Replace(code)
 	}
 	k, err := be.dev.NewKernel(key, code, entry, nbuf)
 	if err != nil {
@@ -330,6 +294,49 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	}
 	be.kernels[key] = k
 	return k
+}
+
+// kernelSource returns the WGSL that kernel compiles for entry of file and variant: the file
+// with what it includes and the constants of the variant filled in.
+func kernelSource(file, entry string, variant uint32) (string, error) {
+	src, err := shaders.ReadFile("wgsl/" + file + ".wgsl")
+	if err != nil {
+		return "", err
+	}
+	code := string(src)
+	if file == "matmul" || file == "elementwise" { // both end some products in a GELU
+		gelu, err := shaders.ReadFile("wgsl/gelu.wgsl")
+		if err != nil {
+			return "", err
+		}
+		code = string(gelu) + "\n" + code
+	}
+	if file == "matmul" {
+		code += problem2(code)
+	}
+	if file != "attention" {
+		return code, nil
+	}
+	// variant is the head size (≤ 64: unrolled) or 0 (any size up to 256).
+	hs4 := (int(variant) + 3) / 4
+	loop := fmt.Sprintf("%du", hs4)
+	if variant == 0 {
+		hs4, loop = 64, "((prm.HS + 3u) / 4u)"
+	}
+	// Two tiles of KT rows of hs4 vec4 within 16 KB of workgroup memory; with lanes, one of
+	// them also holds the 64 rows' partial results (KT ≥ 64).
+	lanes := attnLanes(entry, int(variant))
+	kt := min(32*lanes, 16384/(2*16*hs4)/4*4)
+	if lanes > 1 && kt < 64 {
+		return "", fmt.Errorf("attention kernel for head size %d: a tile of %d rows cannot hold the merge of 64 rows' lanes", variant, kt)
+	}
+	cp := min(16, (kt*hs4*4+64*lanes-1)/(64*lanes)) // the whole tile's share, up to 16
+	return strings.NewReplacer("HS4MAXu", fmt.Sprintf("%du", hs4), "HS4L", loop,
+		"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),
+		"LANESu", fmt.Sprintf("%du", lanes), "CPu", fmt.Sprintf("%du", cp),
+		// A plain literal: naga compiles @workgroup_size(64u) as a workgroup of one thread.
+		"WGn", fmt.Sprint(64*lanes),
+		"SPLITb", fmt.Sprint(splitKeys(int(variant)))).Replace(code), nil
 }
 
 // ok reports whether work can go on.

@@ -90,20 +90,30 @@ fn flat(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.y * nwg.x + wg.x;
 }
 
+// blockOf returns the first row of workgroup w's block of 64 rows and its slice. They are the
+// same for all the workgroup's threads, as WGSL's uniformity rules require of the bounds of a
+// loop that holds barriers; a value derived from Task, which holds per-thread fields, is not
+// (the browser's shader compiler rejects the kernel).
+fn blockOf(w: u32, rows: u32) -> vec2<u32> {
+    let blocks = (rows + 63u) / 64u;
+    return vec2<u32>((w % blocks) * 64u, w / blocks / (prm.B * prm.NH));
+}
+
 // task maps workgroup w to a block of 64 rows of one (slice, sequence, head) and thread lid to
 // a row and lane.
 fn task(w: u32, lid: u32, rows: u32) -> Task {
     let blocks = (rows + 63u) / 64u;
     let bhs = w / blocks;
+    let blk = blockOf(w, rows);
     var t: Task;
-    t.i0 = (w % blocks) * 64u;
+    t.i0 = blk.x;
+    t.s = blk.y;
     t.r = lid % 64u;
     t.ln = lid / 64u;
     t.i = t.i0 + t.r;
     t.ok = t.i < rows;
     t.i = min(t.i, rows - 1u);
     let bh = bhs % (prm.B * prm.NH);
-    t.s = bhs / (prm.B * prm.NH);
     t.h = bh % prm.NH;
     t.b = bh / prm.NH;
     return t;
@@ -160,7 +170,7 @@ fn put1(at: u32, e: u32, v: vec4<f32>) {
     if (c + 3u < prm.HS) { b1[at + c + 3u] = v.w; }
 }
 
-const NEG: f32 = -3.4028235e38;
+const NEG: f32 = -3.4028234e38;
 
 // dotsX returns the dot products of x with vec4 e of tile rows r..r+3 of tileX, at = r·HS4L + e;
 // dotsY the same over tileY.
@@ -207,7 +217,8 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     var l = 0.0;
     let last = t.i + prm.P0; // the query's position: keys 0..last are visible
     // The block's keys: 0 to its last query's position.
-    let r = span(0u, min(prm.TK, min(t.i0 + 64u, prm.NQ) + prm.P0), t.s);
+    let blk = blockOf(w, prm.NQ);
+    let r = span(0u, min(prm.TK, min(blk.x + 64u, prm.NQ) + prm.P0), blk.y);
     for (var j0 = r.x; j0 < r.y; j0 += KT) {
         workgroupBarrier();
         // The tile's keys and values, in rounds of CP elements of each per thread whose loads
@@ -392,7 +403,8 @@ fn dqRows(w: u32, lid: u32) {
     let D = b2[li];
     let lse = b8[li];
     // The block's keys: 0 to its last query.
-    let r = span(0u, min(T, t.i0 + 64u), t.s);
+    let blk = blockOf(w, T);
+    let r = span(0u, min(T, blk.x + 64u), blk.y);
     for (var j0 = r.x; j0 < r.y; j0 += KT) {
         workgroupBarrier();
         for (var e = lid; e < KT * HS4L * 4u; e += 64u) {
@@ -464,7 +476,8 @@ fn keyRows(w: u32, lid: u32, what: u32) {
         dv[e] = vec4<f32>(0.0);
     }
     // The block's queries: its first key to the end.
-    let r = span(t.i0, T - t.i0, t.s);
+    let blk = blockOf(w, T);
+    let r = span(blk.x, T - blk.x, blk.y);
     let lbase = (t.b * prm.NH + t.h) * T;
     for (var i0 = r.x; i0 < r.y; i0 += KT) {
         workgroupBarrier();
@@ -488,7 +501,7 @@ fn keyRows(w: u32, lid: u32, what: u32) {
             let i = i0 + ii;
             let iv = vec4<u32>(i, i + 1u, i + 2u, i + 3u);
             let ic = lbase + min(iv, vec4<u32>(r.y - 1u));
-            let visible = iv >= vec4<u32>(j) & iv < vec4<u32>(r.y);
+            let visible = (iv >= vec4<u32>(j)) & (iv < vec4<u32>(r.y));
             let lse = vec4<f32>(b8[ic.x], b8[ic.y], b8[ic.z], b8[ic.w]);
             let p = select(vec4<f32>(0.0), exp(s * prm.scale - lse), visible);
             if (wantDV) {

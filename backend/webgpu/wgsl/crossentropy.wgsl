@@ -66,7 +66,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
     let V = prm.V;
     let base = r * V;
-    var mx = -3.4028235e38;
+    var mx = -3.4028234e38;
     for (var i = lid; i < V; i += WG) {
         mx = max(mx, logit(base + i));
     }

@@ -40,7 +40,7 @@ struct Prob {
                  // (reduce: the number of slices)
     tilesM: u32, // tile rows: workgroup row y is slice y / tilesM, tile row y % tilesM
     split: u32,  // 1: write slice s's partial sums to c[s·M·N ...] (no accumulate, no bias)
-    layout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
+    opLayout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
                  // which matters where compiling is slow, as on lavapipe)
     biasGrad: u32, // 1: op(A) has a row M of ones, whose product row 1ᵀ·op(B) is added to
                    // bias (a linear layer's bias gradient, fused into its weight gradient)
@@ -120,7 +120,7 @@ fn loadA(i: u32, k: u32, kEnd: u32) -> f32 {
     if (i >= prm.p1.M) {
         return select(0.0, 1.0, i == prm.p1.M && prm.p1.biasGrad != 0u);
     }
-    if (prm.p1.layout == 2u) {
+    if (prm.p1.opLayout == 2u) {
         return a[k * prm.p1.M + i];
     }
     return a[i * prm.p1.K + k];
@@ -131,7 +131,7 @@ fn loadB(k: u32, j: u32, kEnd: u32) -> f32 {
     if (k >= kEnd || j >= prm.p1.N) {
         return 0.0;
     }
-    if (prm.p1.layout == 1u) {
+    if (prm.p1.opLayout == 1u) {
         return b[j * prm.p1.K + k];
     }
     return b[k * prm.p1.N + j];
@@ -193,7 +193,7 @@ fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u
     let i2 = tileIndex(tid + 512u, kFast, tile, bk);
     let i3 = tileIndex(tid + 768u, kFast, tile, bk);
     if (row0 + tile <= prm.p1.M && k0 + bk <= kEnd) { // the whole block inside A
-        if (prm.p1.layout == 2u) {
+        if (prm.p1.opLayout == 2u) {
             let M = prm.p1.M;
             return vec4<f32>(a[(k0 + i0.y) * M + row0 + i0.x], a[(k0 + i1.y) * M + row0 + i1.x],
                 a[(k0 + i2.y) * M + row0 + i2.x], a[(k0 + i3.y) * M + row0 + i3.x]);
@@ -212,7 +212,7 @@ fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u
     let i2 = tileIndex(tid + 512u, kFast, tile, bk);
     let i3 = tileIndex(tid + 768u, kFast, tile, bk);
     if (col0 + tile <= prm.p1.N && k0 + bk <= kEnd) { // the whole block inside B
-        if (prm.p1.layout == 1u) {
+        if (prm.p1.opLayout == 1u) {
             let K = prm.p1.K;
             return vec4<f32>(b[(col0 + i0.x) * K + k0 + i0.y], b[(col0 + i1.x) * K + k0 + i1.y],
                 b[(col0 + i2.x) * K + k0 + i2.y], b[(col0 + i3.x) * K + k0 + i3.y]);
@@ -243,8 +243,8 @@ fn tile64(x: u32, y: u32, lid: vec3<u32>) {
     let row0 = (y % prm.p1.tilesM) * TILE64;
     let col0 = x * TILE64;
     let tid = lid.y * 16u + lid.x;
-    let aFast = prm.p1.layout != 2u;
-    let bFast = prm.p1.layout == 1u;
+    let aFast = prm.p1.opLayout != 2u;
+    let bFast = prm.p1.opLayout == 1u;
     let kEnd = min(prm.p1.K, (slice + 1u) * prm.p1.kSlice);
     var k0 = slice * prm.p1.kSlice;
     if (row0 == prm.p1.M) { // a tile row of its own for the row of ones (biasGrad)

@@ -763,6 +763,12 @@ fn copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n
 }
 `
 
+// OwnKernels returns the WGSL of the layer's own kernels by entry point, for checks of the
+// source (package webgpu compiles every kernel in the browser's WebGPU in a test).
+func OwnKernels() map[string]string {
+	return map[string]string{"fill": fillWGSL, "upload": uploadWGSL, "copy": copyWGSL}
+}
+
 // ownKernels compiles the layer's own kernels.
 func (d *Device) ownKernels() error {
 	var err error
