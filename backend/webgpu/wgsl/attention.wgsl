@@ -71,15 +71,13 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> b7: array<f32>;
 @group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
-// Task is a thread's work: sequence b, head h, slice s, row i (row r of its block, whose first
-// is i0) and lane ln of the row; ok is false for a thread past the last row (it still helps to
-// copy tiles).
+// Task is a thread's work: sequence b, head h, slice s, row i (row r of its block) and lane ln
+// of the row; ok is false for a thread past the last row (it still helps to copy tiles).
 struct Task {
     b: u32,
     h: u32,
     i: u32,
     s: u32,
-    i0: u32,
     r: u32,
     ln: u32,
     ok: bool,
@@ -106,11 +104,10 @@ fn task(w: u32, lid: u32, rows: u32) -> Task {
     let bhs = w / blocks;
     let blk = blockOf(w, rows);
     var t: Task;
-    t.i0 = blk.x;
     t.s = blk.y;
     t.r = lid % 64u;
     t.ln = lid / 64u;
-    t.i = t.i0 + t.r;
+    t.i = blk.x + t.r;
     t.ok = t.i < rows;
     t.i = min(t.i, rows - 1u);
     let bh = bhs % (prm.B * prm.NH);

@@ -40,8 +40,8 @@ struct Prob {
                  // (reduce: the number of slices)
     tilesM: u32, // tile rows: workgroup row y is slice y / tilesM, tile row y % tilesM
     split: u32,  // 1: write slice s's partial sums to c[s·M·N ...] (no accumulate, no bias)
-    opLayout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all three,
-                 // which matters where compiling is slow, as on lavapipe)
+    opLayout: u32, // 0 NN, 1 NT, 2 TN (a parameter, not a constant: one pipeline serves all
+                   // three, which matters where compiling is slow, as on lavapipe)
     biasGrad: u32, // 1: op(A) has a row M of ones, whose product row 1ᵀ·op(B) is added to
                    // bias (a linear layer's bias gradient, fused into its weight gradient)
     epilogue: u32, // what becomes of each finished x (after accumulate and bias): 0 C = x;

@@ -203,7 +203,7 @@ func testUploads(t *testing.T) {
 			}
 		}
 	}
-	d.bury()
+	// Read waited for the GPU, which released what it had finished with.
 	if len(d.bufs) != len(bufs)+1 || len(d.graves) != 0 { // and the arena
 		t.Errorf("%d buffers registered and %d waiting to be released after the writes have run, want %d and 0", len(d.bufs), len(d.graves), len(bufs)+1)
 	}
