@@ -91,6 +91,30 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// BenchmarkGemv times one-row products (a decoded token's linear layers) on all cores, with a
+// B whose rows are not transposed, of 4 MB (in the cache) and 64 MB (read from memory), in
+// GB/s of B read.
+func BenchmarkGemv(b *testing.B) {
+	for _, mb := range []int{4, 64} {
+		for _, N := range []int{256, 1024} {
+			K := mb << 20 / 4 / N
+			b.Run(fmt.Sprintf("%dMB/N=%d", mb, N), func(b *testing.B) {
+				be := New()
+				a, bb, c := be.Alloc(K), be.Alloc(K*N), be.Alloc(N)
+				for i, f := 0, f32(bb); i < len(f); i++ {
+					f[i] = float32(i%7) * 0.1 // written, so not the kernel's shared zero pages
+				}
+				be.MatMul(c, a, bb, 1, N, K, backend.NN, false)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					be.MatMul(c, a, bb, 1, N, K, backend.NN, false)
+				}
+				b.ReportMetric(float64(4*K*N)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
+
 // BenchmarkMatMulShared measures how well one product shares the cores: per core, the rate of
 // a product computed by all workers together (shared), and of the same product computed
 // independently on every core at once, each core with its own operands and one worker

@@ -453,3 +453,71 @@ dsum:
 ddone:
 	VZEROUPPER
 	RET
+
+// func axpyRowsFMA(y, a, b *float32, k, n, bs int)
+//
+// y[0:n] += a[i]·b[i·bs : i·bs+n] for i < k in turn (k ≥ 1, n a positive multiple of 8): each
+// row of b read whole, front to back, 64 columns at a time then 8, y loaded and stored again
+// for every row. Each y[j] gets the same fused multiply-adds in the same order as from
+// gemv64FMA.
+TEXT ·axpyRowsFMA(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ k+24(FP), CX
+	MOVQ n+32(FP), R9
+	MOVQ bs+40(FP), R8
+	SHLQ $2, R8
+seqrow:
+	VBROADCASTSS (SI), Y8
+	MOVQ DI, R10
+	MOVQ DX, R11
+	MOVQ R9, R12
+seq64:
+	CMPQ R12, $64
+	JLT seq8
+	VMOVUPS (R10), Y0
+	VMOVUPS 32(R10), Y1
+	VMOVUPS 64(R10), Y2
+	VMOVUPS 96(R10), Y3
+	VMOVUPS 128(R10), Y4
+	VMOVUPS 160(R10), Y5
+	VMOVUPS 192(R10), Y6
+	VMOVUPS 224(R10), Y7
+	VFMADD231PS (R11), Y8, Y0
+	VFMADD231PS 32(R11), Y8, Y1
+	VFMADD231PS 64(R11), Y8, Y2
+	VFMADD231PS 96(R11), Y8, Y3
+	VFMADD231PS 128(R11), Y8, Y4
+	VFMADD231PS 160(R11), Y8, Y5
+	VFMADD231PS 192(R11), Y8, Y6
+	VFMADD231PS 224(R11), Y8, Y7
+	VMOVUPS Y0, (R10)
+	VMOVUPS Y1, 32(R10)
+	VMOVUPS Y2, 64(R10)
+	VMOVUPS Y3, 96(R10)
+	VMOVUPS Y4, 128(R10)
+	VMOVUPS Y5, 160(R10)
+	VMOVUPS Y6, 192(R10)
+	VMOVUPS Y7, 224(R10)
+	ADDQ $256, R10
+	ADDQ $256, R11
+	SUBQ $64, R12
+	JMP seq64
+seq8:
+	CMPQ R12, $8
+	JLT seqnext
+	VMOVUPS (R10), Y0
+	VFMADD231PS (R11), Y8, Y0
+	VMOVUPS Y0, (R10)
+	ADDQ $32, R10
+	ADDQ $32, R11
+	SUBQ $8, R12
+	JMP seq8
+seqnext:
+	ADDQ $4, SI
+	ADDQ R8, DX
+	DECQ CX
+	JNZ seqrow
+	VZEROUPPER
+	RET

@@ -64,6 +64,9 @@ func gemvRows(y, a, b []float32, bs int) {
 	}
 }
 
+// axpyRows is gemvRows, which here already reads b a whole row at a time.
+func axpyRows(y, a, b []float32, bs int) { gemvRows(y, a, b, bs) }
+
 // copyRows copies rows of w floats, row r from src[r·bs:] to dst[r·w:], for r in [0, rows).
 func copyRows(dst, src []float32, bs, rows, w int) { copyRowsGo(dst, src, bs, rows, w) }
 

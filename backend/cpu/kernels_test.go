@@ -273,7 +273,7 @@ func crossEntropy64(logits []float64, targets []int32, N, V int) []float64 {
 
 func TestMatMulLayouts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {1, 70, 300}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}, {260, 288, 40}, {1000, 50, 300}, {5, 20, 600}}
+	shapes := [][3]int{{1, 1, 1}, {1, 256, 96}, {1, 70, 300}, {1, 517, 300}, {7, 5, 3}, {13, 17, 300}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {60, 48, 40}, {260, 288, 40}, {1000, 50, 300}, {5, 20, 600}}
 	for _, be := range backends() {
 		for _, s := range shapes {
 			M, N, K := s[0], s[1], s[2]
@@ -1169,11 +1169,21 @@ func TestPackCopies(t *testing.T) {
 	}
 }
 
-// gemvRows, through the 64-column kernel, the masked tail or both, must add every row into
-// every column of y and write nothing past len(y). The values are small multiples of powers of
-// two, so every sum is exact in float32 whatever its order.
+// gemvRows, through the 64-column kernel, the masked tail or both, and axpyRows, through its
+// 64- and 8-column loops and its tail, must add every row into every column of y and write
+// nothing past len(y). The values are small multiples of powers of two, so every sum is exact
+// in float32 whatever its order.
 func TestGemvRowsWidths(t *testing.T) {
-	for _, w := range []int{1, 5, 16, 17, 48, 63, 64, 65, 96, 130} {
+	for _, f := range []struct {
+		name string
+		rows func(y, a, b []float32, bs int)
+	}{{"gemvRows", gemvRows}, {"axpyRows", axpyRows}} {
+		testRowsWidths(t, f.name, f.rows)
+	}
+}
+
+func testRowsWidths(t *testing.T, name string, rows func(y, a, b []float32, bs int)) {
+	for _, w := range []int{1, 5, 8, 16, 17, 48, 63, 64, 65, 72, 96, 130, 257} {
 		for _, k := range []int{1, 3, 32} {
 			bs := w + 3
 			a, b := make([]float32, k), make([]float32, k*bs)
@@ -1187,14 +1197,14 @@ func TestGemvRowsWidths(t *testing.T) {
 			for i := range y {
 				y[i] = float32(i%5) / 4
 			}
-			gemvRows(y[:w], a, b, bs)
+			rows(y[:w], a, b, bs)
 			for j := range y {
 				want := float64(j%5) / 4
 				for i := 0; j < w && i < k; i++ {
 					want += float64(a[i]) * float64(b[i*bs+j])
 				}
 				if float64(y[j]) != want {
-					t.Fatalf("width %d, %d rows: y[%d] = %v, want %v", w, k, j, y[j], want)
+					t.Fatalf("%s, width %d, %d rows: y[%d] = %v, want %v", name, w, k, j, y[j], want)
 				}
 			}
 		}

@@ -824,7 +824,14 @@ func geluEpilogue(act, x []float32) {
 // a[k]·B[k, :] over the rows k of block i into its own partial row, and a second loop adds the
 // partial rows into C in block order, so the sums do not depend on the number of workers.
 // (Chunks of columns instead, each reading all K rows, read B in short strided pieces and ran
-// huge's decode 25% slower on two cores; docs/performance.md.)
+// huge's decode 25% slower on two cores; docs/performance.md.) Within a block, gemvRows keeps
+// 64 columns of the partial row in registers while it walks down the block's rows, which is
+// fastest while B is in a core's L2 cache; but it reads 64 streams of memory at once, and
+// from memory that ran at half the speed of axpyRows, which reads one row after the other,
+// front to back, reloading the partial row for each. So B of gemvStream floats or more, which
+// does not stay in L2 beside the rest of a model's weights, is read by axpyRows (huge's
+// decode ran 40–55% faster on two cores), a smaller B by gemvRows (axpyRows ran 20% slower
+// on B of 100–600 KB in L2). The sums are the same, in the same order.
 type gemvTask struct {
 	c, a, b, bias []float32
 	N, K          int
@@ -835,8 +842,9 @@ type gemvTask struct {
 }
 
 const (
-	gemvCols  = 128 // columns per chunk of dot products, and of the adding loop
-	gemvBlock = 64  // rows of B per chunk without Bᵀ
+	gemvCols   = 128       // columns per chunk of dot products, and of the adding loop
+	gemvBlock  = 64        // rows of B per chunk without Bᵀ
+	gemvStream = 128 << 10 // floats of B (512 KB) from which it is read a row at a time
 )
 
 // gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
@@ -863,7 +871,11 @@ func (t *gemvTask) run(_, lo, hi int) {
 			p := t.partial[blk*t.N : (blk+1)*t.N]
 			clear(p)
 			k0, k1 := blk*gemvBlock, min((blk+1)*gemvBlock, t.K)
-			gemvRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
+			if t.K*t.N >= gemvStream {
+				axpyRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
+			} else {
+				gemvRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
+			}
 		}
 		return
 	}
