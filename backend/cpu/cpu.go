@@ -52,6 +52,7 @@ type Backend struct {
 	splitBuf2   []float32 // the same for mm2
 	gv          gemvTask
 	gvPartial   []float32 // a gemv's partial rows (see gemvTask)
+	gvPick      streamPick
 	enc         encoderTask
 	encFirst    []int32 // EncoderBackward: where each token's rows start in encOrder
 	encOrder    []int32 // EncoderBackward: the rows of dout sorted by token

@@ -437,10 +437,8 @@ func gemvRows(y, a, b []float32, bs int) {
 }
 
 // axpyRows is gemvRows (the same sums in the same order) reading b one whole row at a time,
-// front to back, with y reloaded for each row: where b is a matrix too big for the cache,
-// every core then reads one stream of memory, which two cores of the development machine
-// read at 32–35 GB/s against gemvRows' 17–21 (a 64 MB product, BenchmarkGemv); in the cache
-// the two ran at the same speed.
+// front to back, with y reloaded for each row: one stream of memory per core, which can be
+// faster where b comes from memory (see streamPick).
 func axpyRows(y, a, b []float32, bs int) {
 	n8 := len(y) &^ 7
 	if useFMA && n8 > 0 && len(a) > 0 {

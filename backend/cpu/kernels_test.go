@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -1206,6 +1207,52 @@ func testRowsWidths(t *testing.T, name string, rows func(y, a, b []float32, bs i
 				if float64(y[j]) != want {
 					t.Fatalf("%s, width %d, %d rows: y[%d] = %v, want %v", name, w, k, j, y[j], want)
 				}
+			}
+		}
+	}
+}
+
+// TestStreamPick requires a trial to alternate between the two kernels, timing each, and the
+// products after it to use the one that took fewer ns per float, until the next trial.
+func TestStreamPick(t *testing.T) {
+	var p streamPick
+	for cycle, rowFaster := range []bool{true, false, true} {
+		for i := range 2 * pickTrial {
+			byRow, timed := p.next()
+			if !timed || byRow != (i%2 == 1) {
+				t.Fatalf("cycle %d, trial product %d: byRow %v, timed %v", cycle, i, byRow, timed)
+			}
+			d := 100 * time.Microsecond
+			if byRow == rowFaster {
+				d = 90 * time.Microsecond
+			}
+			p.record(byRow, d, 1000)
+		}
+		for i := range pickEvery {
+			if byRow, timed := p.next(); timed || byRow != rowFaster {
+				t.Fatalf("cycle %d, product %d after the trial: byRow %v, timed %v, want %v", cycle, i, byRow, timed, rowFaster)
+			}
+		}
+	}
+}
+
+// TestGemvKernelsAgree requires a one-row product large enough for streamPick to give the same
+// bits through both kernels (its trial alternates between them), on 1, 2 and 3 workers.
+func TestGemvKernelsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	K, N := 600, 301
+	a, b := to32(randVec(rng, K, 1)), to32(randVec(rng, K*N, 1))
+	for _, workers := range []int{1, 2, 3} {
+		be := New()
+		be.pool = newPool(workers)
+		var want []float32
+		for i := range 4 {
+			c := make([]float32, N)
+			be.gemv(c, a, b, nil, N, K, false, false)
+			if i == 0 {
+				want = c
+			} else if !slices.Equal(c, want) {
+				t.Fatalf("%d workers: product %d (byRow %v) differs from the first", workers, i, be.gv.byRow)
 			}
 		}
 	}

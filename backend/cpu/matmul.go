@@ -1,6 +1,10 @@
 package cpu
 
-import "tinygpt/backend"
+import (
+	"time"
+
+	"tinygpt/backend"
+)
 
 // Matrix products are computed the way BLAS libraries do it, minus most of the copying: C is
 // cut into tiles of up to mcTile×ncTile that workers take independently; for each tile the inner
@@ -824,14 +828,11 @@ func geluEpilogue(act, x []float32) {
 // a[k]·B[k, :] over the rows k of block i into its own partial row, and a second loop adds the
 // partial rows into C in block order, so the sums do not depend on the number of workers.
 // (Chunks of columns instead, each reading all K rows, read B in short strided pieces and ran
-// huge's decode 25% slower on two cores; docs/performance.md.) Within a block, gemvRows keeps
-// 64 columns of the partial row in registers while it walks down the block's rows, which is
-// fastest while B is in a core's L2 cache; but it reads 64 streams of memory at once, and
-// from memory that ran at half the speed of axpyRows, which reads one row after the other,
-// front to back, reloading the partial row for each. So B of gemvStream floats or more, which
-// does not stay in L2 beside the rest of a model's weights, is read by axpyRows (huge's
-// decode ran 40–55% faster on two cores), a smaller B by gemvRows (axpyRows ran 20% slower
-// on B of 100–600 KB in L2). The sums are the same, in the same order.
+// huge's decode 25% slower on two cores; docs/performance.md.) Within a block, B is read by
+// gemvRows, which keeps 64 columns of the partial row in registers while it walks down the
+// block's rows (64 streams of memory at once), or, for a B of gemvStream floats or more, by
+// whichever of gemvRows and axpyRows (one row after the other, front to back, reloading the
+// partial row for each) streamPick found faster. The two give the same sums in the same order.
 type gemvTask struct {
 	c, a, b, bias []float32
 	N, K          int
@@ -839,13 +840,64 @@ type gemvTask struct {
 	accumulate    bool
 	partial       []float32 // without Bᵀ: [tiles(K, gemvBlock), N] partial rows
 	reduce        bool      // the second loop: add the partial rows into c
+	byRow         bool      // the blocks are read by axpyRows, not gemvRows
 }
 
 const (
 	gemvCols   = 128       // columns per chunk of dot products, and of the adding loop
 	gemvBlock  = 64        // rows of B per chunk without Bᵀ
-	gemvStream = 128 << 10 // floats of B (512 KB) from which it is read a row at a time
+	gemvStream = 128 << 10 // floats of B (512 KB) from which streamPick chooses how to read it
 )
+
+// streamPick chooses how a one-row product reads a B of gemvStream floats or more: with
+// gemvRows (64 rows side by side) or axpyRows (a row at a time). Which is faster depends on the
+// processor and on where B comes from, and no rule seen beforehand tells: huge's decode, its
+// weights read from memory, ran 40–55% faster on two cores of an AMD EPYC with axpyRows (the
+// partial row stays in L1; one stream per core: 32–35 GB/s against 17–21), while on a
+// 16-core Xeon, whose 300 MB cache holds the weights, axpyRows made it 20–25% slower (gemvRows
+// read 75–80 GB/s, axpyRows 48–54), and in a 2-core L2 cache axpyRows is 20% slower. Both give
+// the same bits, so the backend measures them on the products it is asked for: the first
+// 2·pickTrial large products alternate between the two and are timed, the faster per float of
+// B is used for the next pickEvery, and then the trial is run again (a machine's load, or the
+// model, may have changed).
+type streamPick struct {
+	i      int              // products since the cycle began (a trial, then pickEvery)
+	ns     [2]time.Duration // the trial's time with gemvRows, with axpyRows
+	floats [2]int           // the floats of B read by each
+	byRow  bool             // the choice between trials
+}
+
+const (
+	pickTrial = 64   // timed products of each kernel per trial
+	pickEvery = 4096 // products between trials
+)
+
+// next returns whether the next large product reads B by rows, and whether it is timed.
+func (p *streamPick) next() (byRow, timed bool) {
+	if p.i == 2*pickTrial+pickEvery {
+		p.i = 0
+	}
+	p.i++
+	if p.i <= 2*pickTrial {
+		return p.i&1 == 0, true
+	}
+	return p.byRow, false
+}
+
+// record adds a timed product's time d and its floats of B to the trial, and at the trial's
+// end picks the kernel that took fewer ns per float.
+func (p *streamPick) record(byRow bool, d time.Duration, floats int) {
+	k := 0
+	if byRow {
+		k = 1
+	}
+	p.ns[k] += d
+	p.floats[k] += floats
+	if p.i == 2*pickTrial {
+		p.byRow = float64(p.ns[1])/float64(p.floats[1]) < float64(p.ns[0])/float64(p.floats[0])
+		p.ns, p.floats = [2]time.Duration{}, [2]int{}
+	}
+}
 
 // gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
 // contiguous when M is 1).
@@ -860,7 +912,17 @@ func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate boo
 	grow(&be.gvPartial, blocks*N)
 	t.partial = be.gvPartial[:blocks*N]
 	// Reading B dominates: about 4 floats per ns from memory.
-	be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+	if K*N < gemvStream {
+		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+	} else {
+		byRow, timed := be.gvPick.next()
+		t.byRow = byRow
+		start := time.Now()
+		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+		if timed {
+			be.gvPick.record(byRow, time.Since(start), K*N)
+		}
+	}
 	t.reduce = true
 	be.pool.Run(t, tiles(N, gemvCols), 1, blocks*gemvCols/8)
 }
@@ -871,7 +933,7 @@ func (t *gemvTask) run(_, lo, hi int) {
 			p := t.partial[blk*t.N : (blk+1)*t.N]
 			clear(p)
 			k0, k1 := blk*gemvBlock, min((blk+1)*gemvBlock, t.K)
-			if t.K*t.N >= gemvStream {
+			if t.byRow {
 				axpyRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
 			} else {
 				gemvRows(p, t.a[k0:k1], t.b[k0*t.N:], t.N)
