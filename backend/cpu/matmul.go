@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"time"
+	"unsafe"
 
 	"tinygpt/backend"
 )
@@ -849,30 +850,34 @@ const (
 	gemvStream = 128 << 10 // floats of B (512 KB) from which streamPick chooses how to read it
 )
 
-// streamPick chooses how a one-row product reads a B of gemvStream floats or more: with
+// streamPick chooses how one-row products read one B of gemvStream floats or more: with
 // gemvRows (64 rows side by side) or axpyRows (a row at a time). Which is faster depends on the
 // processor and on where B comes from, and no rule seen beforehand tells: huge's decode, its
 // weights read from memory, ran 40–55% faster on two cores of an AMD EPYC with axpyRows (the
 // partial row stays in L1; one stream per core: 32–35 GB/s against 17–21), while on a
 // 16-core Xeon, whose 300 MB cache holds the weights, axpyRows made it 20–25% slower (gemvRows
 // read 75–80 GB/s, axpyRows 48–54), and in a 2-core L2 cache axpyRows is 20% slower. Both give
-// the same bits, so the backend measures them on the products it is asked for: the first
-// 2·pickTrial large products alternate between the two and are timed, the faster per float of
-// B is used for the next pickEvery, and then the trial is run again (a machine's load, or the
-// model, may have changed).
+// the same bits, so the backend measures them on the products it is asked for, each B (each
+// weight matrix of a decoded token) on its own: the first 2·pickTrial products with a B
+// alternate between the two kernels, the kernel whose fastest product was faster is used for
+// the next pickEvery, and then the trial is run again (a machine's load may have changed).
+// The fastest of a few products is what each kernel can do there, where a sum would count a
+// product that another program's thread delayed. (One choice for all products, from a trial
+// that alternated between them, was biased: a model with two large products a layer had the
+// one always timed with gemvRows, the other with axpyRows.)
 type streamPick struct {
-	i      int              // products since the cycle began (a trial, then pickEvery)
-	ns     [2]time.Duration // the trial's time with gemvRows, with axpyRows
-	floats [2]int           // the floats of B read by each
-	byRow  bool             // the choice between trials
+	i     int              // products since the cycle began (a trial, then pickEvery)
+	best  [2]time.Duration // the trial's fastest product with gemvRows, with axpyRows
+	byRow bool             // the choice between trials
 }
 
 const (
-	pickTrial = 64   // timed products of each kernel per trial
-	pickEvery = 4096 // products between trials
+	pickTrial = 8   // timed products of each kernel per trial
+	pickEvery = 256 // products between trials
+	maxPicks  = 256 // Bs with a streamPick at once (more: all start again)
 )
 
-// next returns whether the next large product reads B by rows, and whether it is timed.
+// next returns whether the next product reads B by rows, and whether it is timed.
 func (p *streamPick) next() (byRow, timed bool) {
 	if p.i == 2*pickTrial+pickEvery {
 		p.i = 0
@@ -884,19 +889,34 @@ func (p *streamPick) next() (byRow, timed bool) {
 	return p.byRow, false
 }
 
-// record adds a timed product's time d and its floats of B to the trial, and at the trial's
-// end picks the kernel that took fewer ns per float.
-func (p *streamPick) record(byRow bool, d time.Duration, floats int) {
+// record adds a timed product's time d to the trial, and at the trial's end picks the kernel
+// whose fastest product was faster.
+func (p *streamPick) record(byRow bool, d time.Duration) {
 	k := 0
 	if byRow {
 		k = 1
 	}
-	p.ns[k] += d
-	p.floats[k] += floats
-	if p.i == 2*pickTrial {
-		p.byRow = float64(p.ns[1])/float64(p.floats[1]) < float64(p.ns[0])/float64(p.floats[0])
-		p.ns, p.floats = [2]time.Duration{}, [2]int{}
+	if p.i <= 2 || d < p.best[k] {
+		p.best[k] = d
 	}
+	if p.i == 2*pickTrial {
+		p.byRow = p.best[1] < p.best[0]
+	}
+}
+
+// pickFor returns b's streamPick. Bs are told apart by address (which does not keep a freed
+// B's memory alive; a new B at the same address inherits a choice its next trial revisits).
+func (be *Backend) pickFor(b []float32) *streamPick {
+	key := uintptr(unsafe.Pointer(&b[0]))
+	p := be.gvPicks[key]
+	if p == nil {
+		if be.gvPicks == nil || len(be.gvPicks) == maxPicks {
+			be.gvPicks = make(map[uintptr]*streamPick)
+		}
+		p = new(streamPick)
+		be.gvPicks[key] = p
+	}
+	return p
 }
 
 // gemv computes c (+)= a·op(b) (+ bias) for one row a [K] (in both layouts of A the row is
@@ -915,12 +935,13 @@ func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate boo
 	if K*N < gemvStream {
 		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
 	} else {
-		byRow, timed := be.gvPick.next()
+		pick := be.pickFor(b)
+		byRow, timed := pick.next()
 		t.byRow = byRow
 		start := time.Now()
 		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
 		if timed {
-			be.gvPick.record(byRow, time.Since(start), K*N)
+			pick.record(byRow, time.Since(start))
 		}
 	}
 	t.reduce = true
