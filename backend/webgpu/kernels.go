@@ -185,6 +185,9 @@ func (be *Backend) plan(mm *matmulCall, part string) launch {
 	}
 	tilesM, tilesN := (rows+matmulTile-1)/matmulTile, (mm.N+matmulTile-1)/matmulTile
 	slices := splitK(tilesM*tilesN, mm.K, rows*mm.N)
+	if mm.M == 1 && mm.dbias == nil { // gemv (see recordMatmul)
+		slices = 1
+	}
 	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
 	// each slice's partial sums (ignoring both) and a reduce kernel finishes C.
 	out, kSlice, split := mm.c, mm.K, uint32(0)
@@ -219,10 +222,16 @@ func (be *Backend) or(t *tensor, i int) *tensor {
 	return t
 }
 
-// recordMatmul records mm.
+// recordMatmul records mm: a product of one row without a bias gradient as one dispatch of
+// gemv, any other as tiles of main64 (and a reduce where K is split).
 func (be *Backend) recordMatmul(mm *matmulCall) {
 	l := be.plan(mm, "matmul partial sums")
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
+	if mm.M == 1 && mm.dbias == nil {
+		x, y := be.grid((mm.N + gemvCols - 1) / gemvCols)
+		be.run(be.kernel("matmul", "gemv", 5, 0), l.prob, []*tensor{mm.c, mm.a, mm.b, bias, ep}, x, y)
+		return
+	}
 	be.run(be.kernel("matmul", "main64", 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
 	if l.slices > 1 {
 		x, y := be.reduceGroups(l.elems())
@@ -263,6 +272,9 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 // matmulTile is the side of the tiles of C that matmul.wgsl's main64 computes, one per
 // workgroup.
 const matmulTile = 64
+
+// gemvCols is the number of columns of C that matmul.wgsl's gemv computes per workgroup.
+const gemvCols = 32
 
 // reduceSlices records C = Σ_s part[s] for C [M, N] and part [slices, M, N], slices added
 // in order (matmul.wgsl's reduce).

@@ -149,10 +149,10 @@ func (e *env) check(what string, p pair, tol float64) {
 }
 
 // TestMatMul runs the matrix product on every shape, layout and accumulate flag (shapes with
-// a long K split it: 97×130×257).
+// a long K split it: 97×130×257; a single row runs as gemv: 1×300×257 would otherwise split).
 func TestMatMul(t *testing.T) {
 	e := newEnv(t, 1)
-	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}}
+	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}, {1, 300, 257}, {1, 65, 1000}, {1, 33, 5}}
 	for _, s := range shapes {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
