@@ -23,11 +23,13 @@ type Generator struct {
 	cached int        // how many window tokens the cache holds
 	logits []float32  // next-token logits for the current window
 
-	// Single-position scratch.
-	tok                     backend.Tensor
-	x, ln, qkv, att         backend.Tensor
-	proj, fch, lnMean, lnRs backend.Tensor
-	logitsT                 backend.Tensor
+	// Single-position scratch: the residual stream in x and x2 in turn, the LayerNorms before
+	// the attention and the MLP in ln and ln2.
+	tok                  backend.Tensor
+	x, x2, ln, ln2       backend.Tensor
+	qkv, att, fch, fchDG backend.Tensor
+	lnMean, lnRs         backend.Tensor
+	logitsT              backend.Tensor
 }
 
 // NewGenerator returns a generator over m's current weights, with its own cache, so several
@@ -38,8 +40,8 @@ func (m *Model) NewGenerator() *Generator {
 	C := c.DModel
 	return &Generator{
 		m: m, ws: m.newWorkspace(1, c.Ctx, false), logits: make([]float32, Vocab),
-		tok: be.AllocInt(1), x: be.Alloc(C), ln: be.Alloc(C), qkv: be.Alloc(3 * C),
-		att: be.Alloc(C), proj: be.Alloc(C), fch: be.Alloc(c.DMlp),
+		tok: be.AllocInt(1), x: be.Alloc(C), x2: be.Alloc(C), ln: be.Alloc(C), ln2: be.Alloc(C),
+		qkv: be.Alloc(3 * C), att: be.Alloc(C), fch: be.Alloc(c.DMlp), fchDG: be.Alloc(c.DMlp),
 		lnMean: be.Alloc(1), lnRs: be.Alloc(1), logitsT: be.Alloc(Vocab),
 	}
 }
@@ -89,26 +91,27 @@ func (g *Generator) prefill() {
 	g.cached = n
 }
 
-// decode runs the newest window token alone at position cached, attending over the cache.
+// decode runs the newest window token alone at position cached, attending over the cache,
+// through the kernels forward runs (each residual add together with the LayerNorm after it).
 func (g *Generator) decode() {
 	m, be, c := g.m, g.m.be, g.m.Config
 	C, F, pos := c.DModel, c.DMlp, g.cached
 	w := &m.wv
 	be.UploadInt(g.tok, g.window[pos:pos+1])
 	be.Encoder(g.x, g.tok, w.wte, w.wpe, 1, 1, pos, C)
+	be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, w.layers[0].ln1G, w.layers[0].ln1B, 1, C)
 	for l := range c.Layers {
 		a, lw := &g.ws.layers[l], &w.layers[l]
-		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln1G, lw.ln1B, 1, C)
 		m.linear(g.qkv, g.ln, lw.wqkv, lw.bqkv, 1, C, 3*C)
 		be.AttentionDecode(g.att, g.qkv, a.qkv, pos, C, c.Heads)
-		m.linear(g.proj, g.att, lw.wo, lw.bo, 1, C, C)
-		be.Add(g.x, g.x, g.proj, C)
-		be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, lw.ln2G, lw.ln2B, 1, C)
-		be.Linear(g.fch, g.fch, g.ln, lw.fcW, lw.fcB, 1, C, F) // GELU in place
-		m.linear(g.proj, g.fch, lw.prW, lw.prB, 1, F, C)
-		be.Add(g.x, g.x, g.proj, C)
+		be.LinearAddLayerNorm(g.x2, g.ln2, g.lnMean, g.lnRs, g.att, lw.wo, lw.bo, g.x, lw.ln2G, lw.ln2B, 1, C, C, 0, nil, 0)
+		gNext, bNext := w.lnfG, w.lnfB // the LayerNorm after the MLP: the next layer's first, or the final one
+		if l+1 < c.Layers {
+			gNext, bNext = w.layers[l+1].ln1G, w.layers[l+1].ln1B
+		}
+		be.MLPAddLayerNorm(g.x, g.ln, g.lnMean, g.lnRs, g.fchDG, g.fch, g.ln2, lw.fcW, lw.fcB, lw.prW, lw.prB,
+			g.x2, gNext, bNext, 1, C, F, 0, nil, 0)
 	}
-	be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, w.lnfG, w.lnfB, 1, C)
 	be.MatMul(g.logitsT, g.ln, w.wte, 1, Vocab, C, backend.NT, false)
 	be.Download(g.logits, g.logitsT, 0)
 	g.cached = pos + 1

@@ -152,9 +152,12 @@ func trainedTinyModel(t *testing.T) *gpt.Model {
 	}
 	// Random weights with a large scale give a peaked, position-sensitive distribution: a
 	// stronger test of the cache than a model that predicts nearly the same byte everywhere.
+	// The noise makes every LayerNorm's gains and biases its own (at init they are all 1 and
+	// 0), so that a pass using one layer's for another's is caught.
 	w := gpt.InitWeights(c, 11)
+	r := gpt.NewRNG(12)
 	for i := range w {
-		w[i] *= 8
+		w[i] = w[i]*8 + float32(0.25*r.Normal())
 	}
 	m.SetWeights(w)
 	return m
