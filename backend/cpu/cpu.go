@@ -51,8 +51,8 @@ type Backend struct {
 	splitBuf    []float32 // the slices of a product split along K
 	splitBuf2   []float32 // the same for mm2
 	gv          gemvTask
-	gvPartial   []float32               // a gemv's partial rows (see gemvTask)
-	gvPicks     map[uintptr]*streamPick // how each large B of a gemv is read (see streamPick)
+	gvPartial   []float32              // a gemv's partial rows (see gemvTask)
+	gvPicks     map[[2]int]*streamPick // how a gemv reads each shape of large B (see streamPick)
 	enc         encoderTask
 	encFirst    []int32 // EncoderBackward: where each token's rows start in encOrder
 	encOrder    []int32 // EncoderBackward: the rows of dout sorted by token

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"time"
-	"unsafe"
 
 	"tinygpt/backend"
 )
@@ -850,21 +849,21 @@ const (
 	gemvStream = 128 << 10 // floats of B (512 KB) from which streamPick chooses how to read it
 )
 
-// streamPick chooses how one-row products read one B of gemvStream floats or more: with
+// streamPick chooses how one-row products read a B of gemvStream floats or more: with
 // gemvRows (64 rows side by side) or axpyRows (a row at a time). Which is faster depends on the
 // processor and on where B comes from, and no rule seen beforehand tells: huge's decode, its
 // weights read from memory, ran 40–55% faster on two cores of an AMD EPYC with axpyRows (the
 // partial row stays in L1; one stream per core: 32–35 GB/s against 17–21), while on a
 // 16-core Xeon, whose 300 MB cache holds the weights, axpyRows made it 20–25% slower (gemvRows
 // read 75–80 GB/s, axpyRows 48–54), and in a 2-core L2 cache axpyRows is 20% slower. Both give
-// the same bits, so the backend measures them on the products it is asked for, each B (each
-// weight matrix of a decoded token) on its own: the first 2·pickTrial products with a B
-// alternate between the two kernels, the kernel whose fastest product was faster is used for
-// the next pickEvery, and then the trial is run again (a machine's load may have changed).
-// The fastest of a few products is what each kernel can do there, where a sum would count a
-// product that another program's thread delayed. (One choice for all products, from a trial
-// that alternated between them, was biased: a model with two large products a layer had the
-// one always timed with gemvRows, the other with axpyRows.)
+// the same bits, so the backend measures them on the products it is asked for, each shape of
+// B (a model's weights of one kind, as every layer's MLP input weights) on its own: the first
+// 2·pickTrial products of a shape alternate between the two kernels, the kernel whose fastest
+// product was faster is used for the next pickEvery, and then the trial is run again (a
+// machine's load may have changed). The fastest of a few products is what each kernel can do
+// there, where a sum would count a product that another program's thread delayed. (One choice
+// for all shapes, from a trial that alternated between them, was biased: a model with two
+// large products a layer had the one always timed with gemvRows, the other with axpyRows.)
 type streamPick struct {
 	i     int              // products since the cycle began (a trial, then pickEvery)
 	best  [2]time.Duration // the trial's fastest product with gemvRows, with axpyRows
@@ -874,7 +873,7 @@ type streamPick struct {
 const (
 	pickTrial = 8   // timed products of each kernel per trial
 	pickEvery = 256 // products between trials
-	maxPicks  = 256 // Bs with a streamPick at once (more: all start again)
+	maxPicks  = 64  // shapes with a streamPick at once (more: all start again)
 )
 
 // next returns whether the next product reads B by rows, and whether it is timed.
@@ -904,14 +903,13 @@ func (p *streamPick) record(byRow bool, d time.Duration) {
 	}
 }
 
-// pickFor returns b's streamPick. Bs are told apart by address (which does not keep a freed
-// B's memory alive; a new B at the same address inherits a choice its next trial revisits).
-func (be *Backend) pickFor(b []float32) *streamPick {
-	key := uintptr(unsafe.Pointer(&b[0]))
+// pickFor returns the streamPick of products with a B of K rows and N columns.
+func (be *Backend) pickFor(K, N int) *streamPick {
+	key := [2]int{K, N}
 	p := be.gvPicks[key]
 	if p == nil {
 		if be.gvPicks == nil || len(be.gvPicks) == maxPicks {
-			be.gvPicks = make(map[uintptr]*streamPick)
+			be.gvPicks = make(map[[2]int]*streamPick)
 		}
 		p = new(streamPick)
 		be.gvPicks[key] = p
@@ -935,12 +933,14 @@ func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate boo
 	if K*N < gemvStream {
 		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
 	} else {
-		pick := be.pickFor(b)
+		pick := be.pickFor(K, N)
 		byRow, timed := pick.next()
 		t.byRow = byRow
-		start := time.Now()
-		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
-		if timed {
+		if !timed {
+			be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+		} else {
+			start := time.Now()
+			be.pool.Run(t, blocks, 1, gemvBlock*N/4)
 			pick.record(byRow, time.Since(start))
 		}
 	}

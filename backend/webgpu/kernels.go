@@ -170,7 +170,8 @@ type launch struct {
 }
 
 // plan lays out mm's launch; partial sums, if K is split, go to the scratch tensor named part.
-func (be *Backend) plan(mm *matmulCall, part string) launch {
+// With gemv (a product of one row run by gemv, see recordMatmul) K is not split.
+func (be *Backend) plan(mm *matmulCall, part string, gemv bool) launch {
 	acc, hasBias := uint32(0), uint32(0)
 	if mm.accumulate {
 		acc = 1
@@ -185,7 +186,7 @@ func (be *Backend) plan(mm *matmulCall, part string) launch {
 	}
 	tilesM, tilesN := (rows+matmulTile-1)/matmulTile, (mm.N+matmulTile-1)/matmulTile
 	slices := splitK(tilesM*tilesN, mm.K, rows*mm.N)
-	if mm.M == 1 && mm.dbias == nil { // gemv (see recordMatmul)
+	if gemv {
 		slices = 1
 	}
 	// Unsplit, the product kernel writes C itself (with accumulate and bias); split, it writes
@@ -225,9 +226,10 @@ func (be *Backend) or(t *tensor, i int) *tensor {
 // recordMatmul records mm: a product of one row without a bias gradient as one dispatch of
 // gemv, any other as tiles of main64 (and a reduce where K is split).
 func (be *Backend) recordMatmul(mm *matmulCall) {
-	l := be.plan(mm, "matmul partial sums")
+	gemv := mm.M == 1 && mm.dbias == nil
+	l := be.plan(mm, "matmul partial sums", gemv)
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
-	if mm.M == 1 && mm.dbias == nil {
+	if gemv {
 		x, y := be.grid((mm.N + gemvCols - 1) / gemvCols)
 		be.run(be.kernel("matmul", "gemv", 5, 0), l.prob, []*tensor{mm.c, mm.a, mm.b, bias, ep}, x, y)
 		return
@@ -242,7 +244,7 @@ func (be *Backend) recordMatmul(mm *matmulCall) {
 // recordDual records the products held as a pair (see pairs) as one dispatch of dual64, and
 // the reduce of whichever of them split K as one of reduce2.
 func (be *Backend) recordDual(m1, m2 *matmulCall) {
-	l1, l2 := be.plan(m1, "matmul partial sums"), be.plan(m2, "matmul partial sums 2")
+	l1, l2 := be.plan(m1, "matmul partial sums", false), be.plan(m2, "matmul partial sums 2", false)
 	n1, n2 := l1.tilesN*l1.tilesM*l1.slices, l2.tilesN*l2.tilesM*l2.slices
 	bias, ep := be.or(l2.bias, 4), be.or(l1.ep, 5)
 	prm := append(append(append([]uint32(nil), l1.prob...), l2.prob...), uint32(n1), uint32(n2))

@@ -722,86 +722,91 @@ func TestTransferInPieces(t *testing.T) {
 }
 
 // A product followed by a bias on its output (a linear layer) runs fused; a bias elsewhere, or
-// after an accumulating product, runs on its own. Both must equal the CPU's two kernels.
+// after an accumulating product, runs on its own. Both must equal the CPU's two kernels, for
+// many rows and for one (gemv).
 func TestLinearFusion(t *testing.T) {
 	e := newEnv(t, 13)
-	const M, N, K = 37, 53, 29
-	for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
-		for _, acc := range []bool{false, true} {
-			a, b, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 1)), e.in(e.randn(N, 1))
-			c, other := e.in(e.randn(M*N, 1)), e.in(e.randn(M*N, 1))
-			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
-			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
-			e.g.AddBias(c.g, bias.g, M, N)
-			cpuBE.AddBias(c.c, bias.c, M, N)
-			e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc) // then a bias on another tensor
-			cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
-			e.g.AddBias(other.g, bias.g, M, N)
-			cpuBE.AddBias(other.c, bias.c, M, N)
-			name := fmt.Sprintf("%s/acc=%v", l, acc)
-			e.check(name+" product", c, 1e-5*math.Sqrt(K))
-			e.check(name+" other", other, 1e-6)
+	const N, K = 53, 29
+	for _, M := range []int{37, 1} { // 1: gemv
+		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
+			for _, acc := range []bool{false, true} {
+				a, b, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 1)), e.in(e.randn(N, 1))
+				c, other := e.in(e.randn(M*N, 1)), e.in(e.randn(M*N, 1))
+				e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc)
+				cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+				e.g.AddBias(c.g, bias.g, M, N)
+				cpuBE.AddBias(c.c, bias.c, M, N)
+				e.g.MatMul(c.g, a.g, b.g, M, N, K, l, acc) // then a bias on another tensor
+				cpuBE.MatMul(c.c, a.c, b.c, M, N, K, l, acc)
+				e.g.AddBias(other.g, bias.g, M, N)
+				cpuBE.AddBias(other.c, bias.c, M, N)
+				name := fmt.Sprintf("M %d/%s/acc=%v", M, l, acc)
+				e.check(name+" product", c, 1e-5*math.Sqrt(K))
+				e.check(name+" other", other, 1e-6)
+			}
 		}
 	}
 }
 
 // A linear layer's GELU (keeping GELU' for the backward pass, or in place) runs in its
 // product's dispatch, and so does a product followed by multiplying its output in place (the
-// gradient through the GELU): both with K split into slices (300) and not, equal to the CPU's
-// kernels in turn, and without a dispatch of their own.
+// gradient through the GELU): both with K split into slices (300) and not, and for a single row
+// (gemv), equal to the CPU's kernels in turn, and without a dispatch of their own.
 func TestEpilogues(t *testing.T) {
 	e := newEnv(t, 17)
-	const M, N = 37, 53
-	for _, K := range []int{29, 300} {
-		in, w, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 0.2)), e.in(e.randn(N, 1))
-		name := fmt.Sprintf("K %d", K)
-		out, act := e.out(M*N), e.out(M*N)
-		e.g.Linear(out.g, nil, in.g, w.g, bias.g, M, K, N)
-		cpuBE.Linear(out.c, nil, in.c, w.c, bias.c, M, K, N)
-		e.check(name+" linear", out, 1e-5*math.Sqrt(float64(K)))
-		e.g.Linear(out.g, act.g, in.g, w.g, bias.g, M, K, N)
-		cpuBE.Linear(out.c, act.c, in.c, w.c, bias.c, M, K, N)
-		e.check(name+" linear+GELU, GELU'", out, 1e-5*math.Sqrt(float64(K)))
-		e.check(name+" linear+GELU, GELU", act, 1e-5*math.Sqrt(float64(K)))
-		e.g.Linear(out.g, out.g, in.g, w.g, bias.g, M, K, N)
-		cpuBE.Linear(out.c, out.c, in.c, w.c, bias.c, M, K, N)
-		e.check(name+" linear+GELU in place", out, 1e-5*math.Sqrt(float64(K)))
+	const N = 53
+	for _, M := range []int{37, 1} { // 1: gemv
+		for _, K := range []int{29, 300} {
+			in, w, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 0.2)), e.in(e.randn(N, 1))
+			name := fmt.Sprintf("M %d, K %d", M, K)
+			out, act := e.out(M*N), e.out(M*N)
+			e.g.Linear(out.g, nil, in.g, w.g, bias.g, M, K, N)
+			cpuBE.Linear(out.c, nil, in.c, w.c, bias.c, M, K, N)
+			e.check(name+" linear", out, 1e-5*math.Sqrt(float64(K)))
+			e.g.Linear(out.g, act.g, in.g, w.g, bias.g, M, K, N)
+			cpuBE.Linear(out.c, act.c, in.c, w.c, bias.c, M, K, N)
+			e.check(name+" linear+GELU, GELU'", out, 1e-5*math.Sqrt(float64(K)))
+			e.check(name+" linear+GELU, GELU", act, 1e-5*math.Sqrt(float64(K)))
+			e.g.Linear(out.g, out.g, in.g, w.g, bias.g, M, K, N)
+			cpuBE.Linear(out.c, out.c, in.c, w.c, bias.c, M, K, N)
+			e.check(name+" linear+GELU in place", out, 1e-5*math.Sqrt(float64(K)))
 
-		// din = (dout·Wᵀ)∘f, the product's output as Mul's first or second operand.
-		dout, f := e.in(e.randn(M*N, 1)), e.in(e.randn(M*K, 1))
-		for i, first := range []bool{true, false} {
-			din := e.out(M * K)
-			for _, x := range []struct {
-				be            backend.Backend
-				d, dout, w, f backend.Tensor
-			}{{e.g, din.g, dout.g, w.g, f.g}, {cpuBE, din.c, dout.c, w.c, f.c}} {
-				x.be.MatMul(x.d, x.dout, x.w, M, K, N, backend.NT, false)
-				if first {
-					x.be.Mul(x.d, x.d, x.f, M*K)
-				} else {
-					x.be.Mul(x.d, x.f, x.d, M*K)
+			// din = (dout·Wᵀ)∘f, the product's output as Mul's first or second operand.
+			dout, f := e.in(e.randn(M*N, 1)), e.in(e.randn(M*K, 1))
+			for i, first := range []bool{true, false} {
+				din := e.out(M * K)
+				for _, x := range []struct {
+					be            backend.Backend
+					d, dout, w, f backend.Tensor
+				}{{e.g, din.g, dout.g, w.g, f.g}, {cpuBE, din.c, dout.c, w.c, f.c}} {
+					x.be.MatMul(x.d, x.dout, x.w, M, K, N, backend.NT, false)
+					if first {
+						x.be.Mul(x.d, x.d, x.f, M*K)
+					} else {
+						x.be.Mul(x.d, x.f, x.d, M*K)
+					}
 				}
+				e.check(fmt.Sprintf("%s product times f (%d)", name, i), din, 1e-5*math.Sqrt(float64(N)))
 			}
-			e.check(fmt.Sprintf("%s product times f (%d)", name, i), din, 1e-5*math.Sqrt(float64(N)))
-		}
 
-		count := func(op func()) int {
-			e.g.settle()
-			d0 := e.g.dev.Stats().Dispatches
-			op()
-			e.g.settle()
-			return e.g.dev.Stats().Dispatches - d0
-		}
-		product := count(func() { e.g.MatMul(out.g, in.g, w.g, M, N, K, backend.NN, false) })
-		for what, op := range map[string]func(){
-			"linear+GELU": func() { e.g.Linear(out.g, act.g, in.g, w.g, bias.g, M, K, N) },
-			"product, mul": func() {
-				e.g.MatMul(out.g, in.g, w.g, M, N, K, backend.NN, false)
-				e.g.Mul(out.g, out.g, act.g, M*N)
-			},
-		} {
-			if n := count(op); n != product {
-				t.Errorf("%s %s: %d dispatches, the product alone %d", name, what, n, product)
+			count := func(op func()) int {
+				e.g.settle()
+				d0 := e.g.dev.Stats().Dispatches
+				op()
+				e.g.settle()
+				return e.g.dev.Stats().Dispatches - d0
+			}
+			product := count(func() { e.g.MatMul(out.g, in.g, w.g, M, N, K, backend.NN, false) })
+			for what, op := range map[string]func(){
+				"linear+GELU": func() { e.g.Linear(out.g, act.g, in.g, w.g, bias.g, M, K, N) },
+				"product, mul": func() {
+					e.g.MatMul(out.g, in.g, w.g, M, N, K, backend.NN, false)
+					e.g.Mul(out.g, out.g, act.g, M*N)
+				},
+			} {
+				if n := count(op); n != product {
+					t.Errorf("%s %s: %d dispatches, the product alone %d", name, what, n, product)
+				}
 			}
 		}
 	}
