@@ -276,7 +276,7 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 const matmulTile = 64
 
 // gemvCols is the number of columns of C that matmul.wgsl's gemv computes per workgroup.
-const gemvCols = 32
+const gemvCols = 8
 
 // reduceSlices records C = Σ_s part[s] for C [M, N] and part [slices, M, N], slices added
 // in order (matmul.wgsl's reduce).

@@ -326,39 +326,44 @@ fn main64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) li
 
 // gemv computes a product of a single row (M = 1: a decoded token's linear layers and its
 // logits; op(A)'s row is a[0..K) in every layout), unsplit and without a row of ones, GEMV
-// columns per workgroup of GEMV×GEMVK threads: thread (x, y) sums the k ≡ y (mod GEMVK) of
-// column x in k order, then thread (x, 0) adds the GEMVK sums in order and finishes the column
-// as main64 does (accumulate, bias, epilogue). (main64 would compute a 64×64 tile for its one
-// row, and split a long K into slices that a second dispatch adds up.)
-// The sums go through tileA, element r·GEMV + x of it as f32: with a workgroup variable of
-// their own in this file, training steps (main64, dual64) ran 2–6% slower on an H100.
-const GEMV: u32 = 32u;
-const GEMVK: u32 = 8u;
+// columns per workgroup of 256 threads, GEMVK per column: lane y of column x sums the
+// k ≡ y (mod GEMVK) in k order, then lane 0 adds the GEMVK sums in order and finishes the
+// column as main64 does (accumulate, bias, epilogue). Consecutive threads read consecutive
+// memory: with B [K, N] (NN, TN) they are consecutive columns, with Bᵀ [N, K] (NT) consecutive
+// k. (main64 would compute a 64×64 tile for its one row, and split a long K into slices that a
+// second dispatch adds up.) The sums go through tileA, element y·GEMV + x of it as f32: with
+// a workgroup variable of their own in this file, training steps (main64, dual64) ran 2–6%
+// slower on an H100.
+const GEMV: u32 = 8u;
+const GEMVK: u32 = 32u;
 
-@compute @workgroup_size(32, 8)
-fn gemv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let j = (wg.y * nwg.x + wg.x) * GEMV + lid.x;
+@compute @workgroup_size(256)
+fn gemv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let trans = prm.p1.opLayout == 1u;
+    let x = select(t % GEMV, t / GEMVK, trans);
+    let y = select(t / GEMV, t % GEMVK, trans);
+    let j = (wg.y * nwg.x + wg.x) * GEMV + x;
     let N = prm.p1.N;
     let K = prm.p1.K;
     var s = 0.0;
     if (j < N) {
-        if (prm.p1.opLayout == 1u) {
-            for (var k = lid.y; k < K; k += GEMVK) {
+        if (trans) {
+            for (var k = y; k < K; k += GEMVK) {
                 s = fma(a[k], b[j * K + k], s);
             }
         } else {
-            for (var k = lid.y; k < K; k += GEMVK) {
+            for (var k = y; k < K; k += GEMVK) {
                 s = fma(a[k], b[k * N + j], s);
             }
         }
     }
-    let e = lid.y * GEMV + lid.x;
+    let e = y * GEMV + x;
     tileA[e / 4u][e % 4u] = s;
     workgroupBarrier();
-    if (lid.y == 0u && j < N) {
-        var v = tileA[lid.x / 4u][lid.x % 4u];
+    if (y == 0u && j < N) {
+        var v = tileA[x / 4u][x % 4u];
         for (var r = 1u; r < GEMVK; r++) {
-            let f = r * GEMV + lid.x;
+            let f = r * GEMV + x;
             v += tileA[f / 4u][f % 4u];
         }
         finish(j, j, v);
