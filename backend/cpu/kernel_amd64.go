@@ -414,8 +414,7 @@ func axpyRowsFMA(y, a, b *float32, k, n, bs int)
 func gemvTail16(y, a, b *float32, k, bs int, masks uint64)
 
 // gemvRows adds Σ_k a[k]·b[k·bs : k·bs+len(y)] into y, 64 columns at a time in registers
-// where the CPU allows, then the rest under AVX-512 masks, or by axpy; the sums run in
-// ascending k either way.
+// where the CPU allows, then the rest by rowsTail; the sums run in ascending k either way.
 func gemvRows(y, a, b []float32, bs int) {
 	n64 := len(y) &^ 63
 	if useFMA && n64 > 0 && len(a) > 0 {
@@ -426,14 +425,7 @@ func gemvRows(y, a, b []float32, bs int) {
 	} else {
 		n64 = 0
 	}
-	if n := len(y) - n64; n > 0 && useAVX512 && len(a) > 0 {
-		_ = b[(len(a)-1)*bs+len(y)-1]
-		gemvTail16(&y[n64], &a[0], &b[n64], len(a), bs, uint64(1)<<n-1) // n < 64
-	} else if n > 0 {
-		for k, ak := range a {
-			axpy(y[n64:], ak, b[k*bs+n64:k*bs+len(y)])
-		}
-	}
+	rowsTail(y, a, b, bs, n64)
 }
 
 // axpyRows is gemvRows (the same sums in the same order) reading b one whole row at a time,
@@ -447,12 +439,19 @@ func axpyRows(y, a, b []float32, bs int) {
 	} else {
 		n8 = 0
 	}
-	if n := len(y) - n8; n > 0 && useAVX512 && len(a) > 0 {
+	rowsTail(y, a, b, bs, n8)
+}
+
+// rowsTail adds Σ_k a[k]·b[k·bs+j] into y[j] for the columns j from j0 (fewer than 64), under
+// AVX-512 masks where the CPU allows, else by axpy: gemvRows' and axpyRows' last columns.
+func rowsTail(y, a, b []float32, bs, j0 int) {
+	n := len(y) - j0
+	if n > 0 && useAVX512 && len(a) > 0 {
 		_ = b[(len(a)-1)*bs+len(y)-1]
-		gemvTail16(&y[n8], &a[0], &b[n8], len(a), bs, uint64(1)<<n-1) // n < 8
+		gemvTail16(&y[j0], &a[0], &b[j0], len(a), bs, uint64(1)<<n-1)
 	} else if n > 0 {
 		for k, ak := range a {
-			axpy(y[n8:], ak, b[k*bs+n8:k*bs+len(y)])
+			axpy(y[j0:], ak, b[k*bs+j0:k*bs+len(y)])
 		}
 	}
 }
