@@ -94,10 +94,10 @@ func overlapsAny(t *tensor, ts []*tensor) bool {
 }
 
 // LayerNormBackward implements backend.Backend: the input and the parameter gradients in one
-// dispatch (layernorm.wgsl's backward).
+// dispatch (layernorm_backward.wgsl).
 func (be *Backend) LayerNormBackward(din, dg, db, dout, in, g, mean, rstd backend.Tensor, N, C int) {
-	x, y := be.grid((C+7)/8 + (N+3)/4) // layernorm.wgsl's PC columns per workgroup
-	be.run(be.kernel("layernorm", "backward", 8, 0), []uint32{uint32(N), uint32(C)},
+	x, y := be.grid((C+7)/8 + (N+3)/4) // layernorm_backward.wgsl's PC columns per workgroup
+	be.run(be.kernel("layernorm_backward", "backward", 8, 0), []uint32{uint32(N), uint32(C)},
 		[]*tensor{ten(din), ten(mean), ten(rstd), ten(in), ten(g), ten(dout), ten(dg), ten(db)}, x, y)
 }
 
@@ -355,7 +355,7 @@ func (be *Backend) BiasBackward(dbias, dout backend.Tensor, N, C int) {
 		}
 		return
 	}
-	be.run(be.kernel("layernorm", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
+	be.run(be.kernel("layernorm_backward", "bias_backward", 6, 0), []uint32{uint32(N), uint32(C)},
 		[]*tensor{ten(dbias), be.unused(2), be.unused(3), be.unused(4), be.unused(5), d}, (C+15)/16, 1)
 }
 

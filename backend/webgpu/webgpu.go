@@ -296,6 +296,13 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	return k
 }
 
+// includes lists the files whose text goes before a file's own.
+var includes = map[string][]string{
+	"matmul":             {"gelu"}, // both end some products in a GELU
+	"elementwise":        {"gelu"},
+	"layernorm_backward": {"layernorm"}, // its parameters, bindings and helpers
+}
+
 // kernelSource returns the WGSL that kernel compiles for entry of file and variant: the file
 // with what it includes and the constants of the variant filled in.
 func kernelSource(file, entry string, variant uint32) (string, error) {
@@ -304,12 +311,12 @@ func kernelSource(file, entry string, variant uint32) (string, error) {
 		return "", err
 	}
 	code := string(src)
-	if file == "matmul" || file == "elementwise" { // both end some products in a GELU
-		gelu, err := shaders.ReadFile("wgsl/gelu.wgsl")
+	for _, inc := range includes[file] {
+		b, err := shaders.ReadFile("wgsl/" + inc + ".wgsl")
 		if err != nil {
 			return "", err
 		}
-		code = string(gelu) + "\n" + code
+		code = string(b) + "\n" + code
 	}
 	if file == "matmul" {
 		code += problem2(code)
