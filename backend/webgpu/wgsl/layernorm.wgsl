@@ -1,9 +1,10 @@
 // LayerNorm over rows of width C (eps 1e-5, biased variance): 64 threads per row with tree
 // reductions in workgroup memory. Its backward pass is in layernorm_backward.wgsl, which
 // includes this file (its parameters, bindings and helpers). The two are files of their own
-// because NVIDIA's driver gives a kernel the workgroup memory of every workgroup variable in
-// its module: with the backward pass's 4 KB beside its own 0.5 KB, forward_add ran 14.2 µs
-// instead of 12.2 at large's shape on an H100 (docs/performance.md, thirty-eighth session).
+// because the forward kernels ran slower beside the backward pass's code: with its 4 KB of
+// workgroup variables in the module beside their own 0.5 KB, forward_add ran 14.2 µs instead
+// of 12.2 at large's shape on an H100 (likely NVIDIA's driver gives a kernel the memory of
+// every workgroup variable in its module; docs/performance.md, thirty-eighth session).
 
 struct Params {
     N: u32,
