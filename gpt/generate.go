@@ -99,18 +99,16 @@ func (g *Generator) decode() {
 	w := &m.wv
 	be.UploadInt(g.tok, g.window[pos:pos+1])
 	be.Encoder(g.x, g.tok, w.wte, w.wpe, 1, 1, pos, C)
-	be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, w.layers[0].ln1G, w.layers[0].ln1B, 1, C)
+	gain, bias := m.normParamsAfter(-1)
+	be.LayerNorm(g.ln, g.lnMean, g.lnRs, g.x, gain, bias, 1, C)
 	for l := range c.Layers {
 		a, lw := &g.ws.layers[l], &w.layers[l]
 		m.linear(g.qkv, g.ln, lw.wqkv, lw.bqkv, 1, C, 3*C)
 		be.AttentionDecode(g.att, g.qkv, a.qkv, pos, C, c.Heads)
 		be.LinearAddLayerNorm(g.x2, g.ln2, g.lnMean, g.lnRs, g.att, lw.wo, lw.bo, g.x, lw.ln2G, lw.ln2B, 1, C, C, 0, nil, 0)
-		gNext, bNext := w.lnfG, w.lnfB // the LayerNorm after the MLP: the next layer's first, or the final one
-		if l+1 < c.Layers {
-			gNext, bNext = w.layers[l+1].ln1G, w.layers[l+1].ln1B
-		}
+		gain, bias = m.normParamsAfter(l)
 		be.MLPAddLayerNorm(g.x, g.ln, g.lnMean, g.lnRs, g.fchDG, g.fch, g.ln2, lw.fcW, lw.fcB, lw.prW, lw.prB,
-			g.x2, gNext, bNext, 1, C, F, 0, nil, 0)
+			g.x2, gain, bias, 1, C, F, 0, nil, 0)
 	}
 	be.MatMul(g.logitsT, g.ln, w.wte, 1, Vocab, C, backend.NT, false)
 	be.Download(g.logits, g.logitsT, 0)

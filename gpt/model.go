@@ -392,11 +392,21 @@ func (m *Model) forward(ws *workspace, batch Batch, p float32, seed uint64, grad
 // embeddings): its output, saved statistics and parameters, those of layer l+1's first
 // LayerNorm, or of the final one after the last layer.
 func (m *Model) normAfter(ws *workspace, l int) (out, mean, rstd, g, b backend.Tensor) {
+	g, b = m.normParamsAfter(l)
 	if l+1 < m.Config.Layers {
-		a, lw := &ws.layers[l+1], &m.wv.layers[l+1]
-		return a.ln1, a.ln1Mean, a.ln1Rstd, lw.ln1G, lw.ln1B
+		a := &ws.layers[l+1]
+		return a.ln1, a.ln1Mean, a.ln1Rstd, g, b
 	}
-	return ws.lnf, ws.lnfMean, ws.lnfRstd, m.wv.lnfG, m.wv.lnfB
+	return ws.lnf, ws.lnfMean, ws.lnfRstd, g, b
+}
+
+// normParamsAfter returns the gains and biases of the LayerNorm after layer l (see normAfter).
+func (m *Model) normParamsAfter(l int) (g, b backend.Tensor) {
+	if l+1 < m.Config.Layers {
+		lw := &m.wv.layers[l+1]
+		return lw.ln1G, lw.ln1B
+	}
+	return m.wv.lnfG, m.wv.lnfB
 }
 
 // ZeroGrads clears the gradients; Backward adds into them.

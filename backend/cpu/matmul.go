@@ -930,19 +930,18 @@ func (be *Backend) gemv(c, a, b, bias []float32, N, K int, trans, accumulate boo
 	grow(&be.gvPartial, blocks*N)
 	t.partial = be.gvPartial[:blocks*N]
 	// Reading B dominates: about 4 floats per ns from memory.
-	if K*N < gemvStream {
-		be.pool.Run(t, blocks, 1, gemvBlock*N/4)
-	} else {
-		pick := be.pickFor(K, N)
-		byRow, timed := pick.next()
-		t.byRow = byRow
-		if !timed {
-			be.pool.Run(t, blocks, 1, gemvBlock*N/4)
-		} else {
-			start := time.Now()
-			be.pool.Run(t, blocks, 1, gemvBlock*N/4)
-			pick.record(byRow, time.Since(start))
+	var pick *streamPick
+	var timed bool
+	var start time.Time
+	if K*N >= gemvStream {
+		pick = be.pickFor(K, N)
+		if t.byRow, timed = pick.next(); timed {
+			start = time.Now()
 		}
+	}
+	be.pool.Run(t, blocks, 1, gemvBlock*N/4)
+	if timed {
+		pick.record(t.byRow, time.Since(start))
 	}
 	t.reduce = true
 	be.pool.Run(t, tiles(N, gemvCols), 1, blocks*gemvCols/8)
