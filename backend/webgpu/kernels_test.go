@@ -149,10 +149,10 @@ func (e *env) check(what string, p pair, tol float64) {
 }
 
 // TestMatMul runs the matrix product on every shape, layout and accumulate flag (shapes with
-// a long K split it: 97×130×257; a single row runs as gemv: 1×300×257 would otherwise split).
+// a long K split it: 97×130×400; a single row runs as gemv: 1×300×400 would otherwise split).
 func TestMatMul(t *testing.T) {
 	e := newEnv(t, 1)
-	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 257}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}, {1, 300, 257}, {1, 65, 1000}, {1, 33, 5}}
+	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 400}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}, {1, 300, 400}, {1, 65, 1000}, {1, 33, 5}}
 	for _, s := range shapes {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
@@ -180,7 +180,7 @@ func TestMatMul(t *testing.T) {
 // computes only the column sums, see matmul.wgsl's biasRow64).
 func TestMatMulBiasGrad(t *testing.T) {
 	e := newEnv(t, 11)
-	for _, s := range [][3]int{{37, 53, 300}, {64, 96, 29}, {128, 70, 600}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
+	for _, s := range [][3]int{{37, 53, 400}, {64, 96, 29}, {128, 70, 600}, {129, 250, 9}, {48, 192, 512}, {5, 7, 1}} {
 		IC, OC, N := s[0], s[1], s[2]
 		dbOff := (IC*OC + 63) / 64 * 64
 		flat := e.in(e.randn(dbOff+OC, 1))
@@ -750,13 +750,13 @@ func TestLinearFusion(t *testing.T) {
 
 // A linear layer's GELU (keeping GELU' for the backward pass, or in place) runs in its
 // product's dispatch, and so does a product followed by multiplying its output in place (the
-// gradient through the GELU): both with K split into slices (300) and not, and for a single row
+// gradient through the GELU): both with K split into slices (400) and not, and for a single row
 // (gemv), equal to the CPU's kernels in turn, and without a dispatch of their own.
 func TestEpilogues(t *testing.T) {
 	e := newEnv(t, 17)
 	const N = 53
 	for _, M := range []int{37, 1} { // 1: gemv
-		for _, K := range []int{29, 300} {
+		for _, K := range []int{29, 400} {
 			in, w, bias := e.in(e.randn(M*K, 1)), e.in(e.randn(K*N, 0.2)), e.in(e.randn(N, 1))
 			name := fmt.Sprintf("M %d, K %d", M, K)
 			out, act := e.out(M*N), e.out(M*N)
@@ -821,7 +821,7 @@ func TestEpilogues(t *testing.T) {
 func TestLinearBackwardPair(t *testing.T) {
 	e := newEnv(t, 19)
 	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
-	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 300, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}} {
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}} {
 		IC, OC, N := s[0], s[1], s[2]
 		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
 		dbOff := (IC*OC + 63) / 64 * 64
@@ -910,7 +910,7 @@ func TestLinearAttentionBackward(t *testing.T) {
 // kernels, with and without dropout.
 func TestFusedForwardKernels(t *testing.T) {
 	e := newEnv(t, 31)
-	for _, s := range [][3]int{{29, 37, 53}, {48, 300, 96}} {
+	for _, s := range [][3]int{{29, 37, 53}, {48, 400, 96}} {
 		N, IC, OC := s[0], s[1], s[2]
 		in, w, bias := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(OC, 1))
 		x, g, b := e.in(e.randn(N*OC, 2)), e.in(e.randn(OC, 1)), e.in(e.randn(OC, 1))
