@@ -53,11 +53,15 @@ const paramSlots = 4096
 
 // FlushEvery is the number of dispatches after which the stream is submitted without waiting,
 // so that the GPU starts on a long stream while the host goes on recording it (0: only when
-// the host needs a result). On an H100, 64 made tiny to medium 15-20% faster than submitting
-// once per step, and larger presets 3-13% (128 and 256 did no better). After the host has
-// waited for the GPU, which is then idle, the first submits come sooner: after FlushFirst
-// dispatches, then twice as many each time up to FlushEvery.
-var FlushEvery, FlushFirst = 64, 8
+// the host needs a result). After the host has waited for the GPU, which is then idle, the
+// first submits come sooner: after FlushFirst dispatches, then twice as many each time up to
+// FlushEvery. On an H100, before training steps were recorded while the one before ran, 64
+// made tiny to medium 15-20% faster than submitting once per step, and larger presets 3-13%
+// (128 and 256 did no better). Since then a step is recorded while the GPU is still busy with
+// the one before, and every submit costs the GPU 14-16 µs more at the dispatch that begins it
+// (GPU timestamps): 256 (large two submits a step instead of four) made large 2% faster and xl
+// and huge 1%, the small presets unchanged (docs/performance.md, thirty-ninth session).
+var FlushEvery, FlushFirst = 256, 8
 
 // TransferChunk is the largest piece, in bytes (a multiple of 16), in which Write and Read move
 // data, so that a large model's weights do not need staging buffers of their whole size.
