@@ -292,20 +292,23 @@ func (be *Backend) reduceGroups(elems int) (int, int) { return be.grid(min((elem
 
 // splitK returns into how many slices to split the inner dimension K of a product with the
 // given number of output tiles and elements: enough workgroups for a few per SM of a large GPU
-// (about 512) when the tiles alone are fewer than 256 and K is long, with slices of at least 128
-// and partial sums of at most 16M elements. (Against splitting below 128 tiles toward 256
-// workgroups: huge and mega 6-7% faster on an H200, the smaller presets unchanged; toward
-// 1024 workgroups or with slices of 64, xl to mega slower.) A K under 384 is not split: two
-// slices do not repay the reduce pass they need (K 256, the products of width 256: on an H100,
-// huge 1.7% and xl 0.8% faster unsplit; slices of at least 192 or 256 everywhere made small
-// 6-17% slower; docs/performance.md, thirty-ninth session).
+// (about 512) when the tiles alone are fewer than 256 and K is long, with slices of at least
+// minSlice and partial sums of at most 16M elements. (Against splitting below 128 tiles toward
+// 256 workgroups: huge and mega 6-7% faster on an H200, the smaller presets unchanged; toward
+// 1024 workgroups or with slices of 64, xl to mega slower.) A K that makes fewer than three
+// slices is not split: two slices do not repay the reduce pass they need (K 256, the products
+// of width 256: on an H100, huge 1.7% and xl 0.8% faster unsplit; slices of at least 192 or
+// 256 everywhere made small 6-17% slower; docs/performance.md, thirty-ninth session).
 func splitK(tiles, K, elems int) int {
-	if tiles >= 256 || K < 384 {
+	if tiles >= 256 || K < 3*minSlice {
 		return 1
 	}
-	s := min((512+tiles-1)/tiles, K/128, (16<<20)/max(elems, 1))
+	s := min((512+tiles-1)/tiles, K/minSlice, (16<<20)/max(elems, 1))
 	return max(s, 1)
 }
+
+// minSlice is the shortest slice of K that splitK makes.
+const minSlice = 128
 
 // AddBias implements backend.Backend. Right after a product into out it is fused into it.
 func (be *Backend) AddBias(out, bias backend.Tensor, N, C int) {
