@@ -49,6 +49,42 @@ func BenchmarkMatMul(b *testing.B) {
 	}
 }
 
+// BenchmarkProductTime is the time of one product in a stream of dependent ones (each waits
+// for the one before, as in a training step), in µs: large's shapes (1536 rows, 768 and 192
+// columns) against K, from one block of the inner loop (16) to 320, and against the number of
+// rows (tiles of 64) at K 192; and one tile alone. The difference between two K is what the
+// inner loop costs; K 16 is close to a product's fixed cost.
+func BenchmarkProductTime(b *testing.B) {
+	g := openGPU(b)
+	var shapes [][3]int
+	for _, K := range []int{16, 64, 128, 192, 256, 320} {
+		shapes = append(shapes, [3]int{1536, 768, K}, [3]int{1536, 192, K})
+	}
+	for _, M := range []int{64, 384, 768, 3072} {
+		shapes = append(shapes, [3]int{M, 768, 192})
+	}
+	shapes = append(shapes, [3]int{64, 64, 16}, [3]int{64, 64, 192})
+	for _, s := range shapes {
+		M, N, K := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("%dx%dx%d", M, N, K), func(b *testing.B) {
+			x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
+			defer func() { g.Release(x); g.Release(y); g.Release(z) }()
+			out := make([]float32, 1)
+			g.MatMul(z, x, y, M, N, K, backend.NN, false)
+			g.Download(out, z, 0) // compile and warm up
+			b.ResetTimer()
+			for range b.N {
+				g.MatMul(z, x, y, M, N, K, backend.NN, false)
+			}
+			g.Download(out, z, 0)
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(b.N), "µs/product")
+			if err := g.Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // BenchmarkAttention times attention's forward and backward passes (all their dispatches)
 // at the shapes of the large, xl and huge presets (batch, context, width, heads), many per
 // submit, in microseconds per pass. Two more shapes take large's apart: one sequence (12
