@@ -580,7 +580,7 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 		d = be.scratchTensor("attention dqkv slices", S*B*T*3*C)
 		prm[len(prm)-1] = uint32(S)
 	}
-	x, y := be.grid((B*NH*T + 7) / 8) // attention.wgsl's backward_d: 8 rows a workgroup
+	x, y := be.grid((B*NH*T + dRows - 1) / dRows)
 	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
 		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
 	passes := 2 // the dk/dv pass's workgroups, then the dq pass's (and the dk pass's)
@@ -594,6 +594,10 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}
 }
+
+// dRows is the number of rows whose D attention.wgsl's backward_d computes per workgroup (64
+// threads, DL = 8 a row).
+const dRows = 8
 
 // splitKeys reports whether the attention kernel of head size hs (0: the kernel for any size)
 // sums the backward's dk and dv in workgroups of their own (attention.wgsl, SPLIT_KEYS).
