@@ -19,8 +19,12 @@ package webgpu
 import (
 	"embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -296,6 +300,28 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 	return k
 }
 
+// wgslDirEnv names an environment variable for kernel experiments: when it names a folder, a
+// kernel file found there (matmul.wgsl, ...) is compiled instead of the built-in one, so that
+// variants of a kernel can be timed with one binary, on a machine without Go. Files it does
+// not hold come from the binary as usual.
+const wgslDirEnv = "TINYGPT_WGSL_DIR"
+
+// wgslFile returns the text of kernel file name (without .wgsl): from the folder wgslDirEnv
+// names if it holds the file, else the built-in one.
+func wgslFile(name string) (string, error) {
+	if dir := os.Getenv(wgslDirEnv); dir != "" {
+		b, err := os.ReadFile(filepath.Join(dir, name+".wgsl"))
+		if err == nil {
+			return string(b), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s: %w", wgslDirEnv, err)
+		}
+	}
+	b, err := shaders.ReadFile("wgsl/" + name + ".wgsl")
+	return string(b), err
+}
+
 // includes lists the files whose text goes before a file's own.
 var includes = map[string][]string{
 	"matmul":             {"gelu"}, // both end some products in a GELU
@@ -306,17 +332,16 @@ var includes = map[string][]string{
 // kernelSource returns the WGSL that kernel compiles for entry of file and variant: the file
 // with what it includes and the constants of the variant filled in.
 func kernelSource(file, entry string, variant uint32) (string, error) {
-	src, err := shaders.ReadFile("wgsl/" + file + ".wgsl")
+	code, err := wgslFile(file)
 	if err != nil {
 		return "", err
 	}
-	code := string(src)
 	for _, inc := range includes[file] {
-		b, err := shaders.ReadFile("wgsl/" + inc + ".wgsl")
+		b, err := wgslFile(inc)
 		if err != nil {
 			return "", err
 		}
-		code = string(b) + "\n" + code
+		code = b + "\n" + code
 	}
 	if file == "matmul" {
 		code += problem2(code)
