@@ -57,8 +57,11 @@ func TestKernelsCompileInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		variants := []uint32{0}
-		if file == "attention" {
+		switch file {
+		case "attention":
 			variants = []uint32{1, 7, 16, 32, 33, 48, 64, 0}
+		case "attention_blocked":
+			variants = []uint32{1, 7, 16, 32}
 		}
 		for _, m := range entries.FindAllStringSubmatch(string(src), -1) {
 			for _, v := range variants {

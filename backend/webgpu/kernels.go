@@ -568,7 +568,8 @@ func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 
 // AttentionBackward implements backend.Backend. D_i = dout_i·out_i is computed first, then
 // one dispatch computes dk and dv (each key's sum over its queries) and dq (each query's sum
-// over its keys) side by side. Each sum runs in slices, each its own thread, when a pass has
+// over its keys) side by side: attention_blocked.wgsl's for heads of up to 32, in blocks of
+// rows against tiles of partners, attention.wgsl's one thread a row for wider heads. Each sum runs in slices, each its own thread, when a pass has
 // few rows (see attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then
 // added in order.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
@@ -583,13 +584,18 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 	x, y := be.grid((B*NH*T + dRows - 1) / dRows)
 	be.run(be.kernel("attention", "backward_d", 8, 0), prm,
 		[]*tensor{be.unused(1), D, ten(dout), be.unused(4), be.unused(5), be.unused(6), ten(out), be.unused(8)}, x, y)
-	passes := 2 // the dk/dv pass's workgroups, then the dq pass's (and the dk pass's)
-	if splitKeys(C / NH) {
-		passes = 3
+	bufs := []*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}
+	if hs := C / NH; hs <= blockedMaxHS {
+		x, y = be.grid(2 * B * NH * S * ((T + blockedRows - 1) / blockedRows))
+		be.run(be.kernel("attention_blocked", "backward", 8, uint32(hs)), prm, bufs, x, y)
+	} else {
+		passes := 2 // the dk/dv pass's workgroups, then the dq pass's (and the dk pass's)
+		if splitKeys(hs) {
+			passes = 3
+		}
+		x, y = be.attnGroups(passes*B*NH*S, T)
+		be.run(be.attnKernel("backward", C, NH), prm, bufs, x, y)
 	}
-	x, y = be.attnGroups(passes*B*NH*S, T)
-	be.run(be.attnKernel("backward", C, NH), prm,
-		[]*tensor{d, D, ten(dout), ten(qkv), be.unused(5), be.unused(6), be.unused(7), ten(lse)}, x, y)
 	if S > 1 {
 		be.reduceSlices(ten(dqkv), d, S, 1, B*T*3*C)
 	}
@@ -598,6 +604,13 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 // dRows is the number of rows whose D attention.wgsl's backward_d computes per workgroup (64
 // threads, DL = 8 a row).
 const dRows = 8
+
+// Heads of up to blockedMaxHS run the backward pass of attention_blocked.wgsl, in blocks of
+// blockedRows rows (keys or queries) a workgroup; wider ones attention.wgsl's.
+const (
+	blockedMaxHS = 32
+	blockedRows  = 32
+)
 
 // splitKeys reports whether the attention kernel of head size hs (0: the kernel for any size)
 // sums the backward's dk and dv in workgroups of their own (attention.wgsl, SPLIT_KEYS).

@@ -359,17 +359,19 @@ func TestDropout(t *testing.T) {
 
 func TestAttention(t *testing.T) {
 	e := newEnv(t, 6)
-	// B, T, C, NH: head sizes 16, 32, 7 (not a multiple of 4) and 100 (the kernel for any
-	// size; each size is a kernel of its own, which lavapipe compiles slowly), and
-	// sequences of one row and of more than one block of 64 rows; each with the rows' partners
-	// split into slices as the backend chooses (several, at these sizes), in one slice, and in
-	// more slices than some rows have partners.
+	// B, T, C, NH: head sizes 16, 32 and 7 (not a multiple of 4; the backward pass of
+	// attention_blocked.wgsl), 48 (attention.wgsl's, unrolled) and 100 (the kernel for any
+	// size; each size is a kernel of its own, which lavapipe compiles slowly), and sequences
+	// of one row and of more than one block of 64 rows; each with the rows' partners split
+	// into slices as the backend chooses (several, at these sizes), in one slice, and in more
+	// slices than some rows have partners.
 	defer func() { forceSlices = 0 }()
 	for _, c := range []struct {
 		s      [4]int
 		slices int
 	}{{[4]int{2, 37, 48, 3}, 0}, {[4]int{1, 1, 64, 2}, 0}, {[4]int{3, 13, 14, 2}, 0}, {[4]int{1, 9, 100, 1}, 0}, {[4]int{2, 150, 64, 2}, 0},
-		{[4]int{2, 150, 64, 2}, 1}, {[4]int{2, 37, 48, 3}, 1}, {[4]int{1, 70, 32, 2}, 13}} {
+		{[4]int{2, 150, 64, 2}, 1}, {[4]int{2, 37, 48, 3}, 1}, {[4]int{1, 70, 32, 2}, 13}, {[4]int{1, 100, 64, 2}, 3},
+		{[4]int{2, 45, 96, 2}, 0}} {
 		s := c.s
 		forceSlices = c.slices
 		B, T, C, NH := s[0], s[1], s[2], s[3]

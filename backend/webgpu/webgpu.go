@@ -346,6 +346,13 @@ func kernelSource(file, entry string, variant uint32) (string, error) {
 	if file == "matmul" {
 		code += problem2(code)
 	}
+	if file == "attention_blocked" { // variant is the head size
+		if variant == 0 || variant > blockedMaxHS {
+			return "", fmt.Errorf("attention_blocked.wgsl: head size %d (1 to %d)", variant, blockedMaxHS)
+		}
+		hs4 := (int(variant) + 3) / 4
+		return strings.NewReplacer("HS4u", fmt.Sprintf("%du", hs4), "TXVu", fmt.Sprintf("%du", blockedRows*hs4)).Replace(code), nil
+	}
 	if file != "attention" {
 		return code, nil
 	}
