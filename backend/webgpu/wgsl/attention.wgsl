@@ -340,7 +340,8 @@ fn forward_merge(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 
 // The backward pass: backward_d computes D_i = dout_i·out_i for every row, then one dispatch of
 // backward runs keyRows' workgroups (the longer ones) and dqRows' side by side, each pass
-// alone leaving most of a large GPU idle. A key's thread holds four head-wide arrays (k, v, dk,
+// alone leaving most of a large GPU idle. (Heads of up to 32 run attention_blocked.wgsl's
+// backward instead, after the same backward_d: blocks of rows against tiles of partners.) A key's thread holds four head-wide arrays (k, v, dk,
 // dv); for heads wider than 32 that is more than a thread's registers (255 on NVIDIA), and the
 // spilled arrays made the pass at head size 64 seven times as slow as the forward pass. There
 // (SPLIT_KEYS) dv and dk are summed by workgroups of their own, holding two and three arrays,
