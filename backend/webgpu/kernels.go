@@ -569,9 +569,9 @@ func (be *Backend) Attention(out, lse, qkv backend.Tensor, B, T, C, NH int) {
 // AttentionBackward implements backend.Backend. D_i = dout_i·out_i is computed first, then
 // one dispatch computes dk and dv (each key's sum over its queries) and dq (each query's sum
 // over its keys) side by side: attention_blocked.wgsl's for heads of up to 32, in blocks of
-// rows against tiles of partners, attention.wgsl's one thread a row for wider heads. Each sum runs in slices, each its own thread, when a pass has
-// few rows (see attnSlices); the slices' partial sums (each slice a whole [B·T, 3C]) are then
-// added in order.
+// rows against tiles of partners, attention.wgsl's one thread a row for wider heads. Each sum
+// runs in slices when a pass has few rows (see attnSlices); the slices' partial sums (each
+// slice a whole [B·T, 3C]) are then added in order.
 func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B, T, C, NH int) {
 	D := be.scratchTensor("attnD", B*NH*T)
 	prm := attnParams(B, T, T, C, NH, 0, false)
