@@ -57,6 +57,9 @@ type BenchResult struct {
 	TokensPerS float64 `json:"tokens_per_s"`
 	GFLOPs     float64 `json:"gflops"`
 	Steps      int     `json:"steps"`
+	// WarmupSteps is the number of untimed steps run first: at least the warmup asked for,
+	// more where they took less than a second.
+	WarmupSteps int `json:"warmup_steps"`
 	// DecodeTokensPerS is the speed of KV-cached generation, one token at a time, while the
 	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
 	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
@@ -77,8 +80,17 @@ type profiler interface {
 	Profile(per int) string
 }
 
+// benchWarmupTime is the least time Bench's untimed steps take when there are any: more than
+// the warmup asked for run until it has passed. On a GPU machine the first process to run
+// the kernels ran large's steps at 3.2-7.7 ms, where later ones took 2.5, through ten warm-up
+// steps (~30 ms) and thirty timed ones, and at 2.5 after a second of warm-up (an H100 just
+// started, whose driver compiled the kernels in that process: ~5 s). A second also covers a
+// CPU's clock rising from idle. (A variable, for tests.)
+var benchWarmupTime = time.Second
+
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
-// tokens: warmup untimed steps, then steps timed ones. It reports the median.
+// tokens: warmup untimed steps (or more, to fill a second when warmup > 0: benchWarmupTime),
+// then steps timed ones. It reports the median.
 func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, error) {
 	if steps < 1 {
 		return BenchResult{}, fmt.Errorf("bench needs at least one timed step")
@@ -117,9 +129,12 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		return BenchResult{}, err
 	}
 	s.ask()
-	last := time.Now()
-	for i := 0; i < warmup+steps; i++ {
-		if prof != nil && i == warmup {
+	start := time.Now()
+	last := start
+	i := 0 // steps finished
+	for ; len(times) < steps; i++ {
+		warm := i < warmup || warmup > 0 && time.Since(start) < benchWarmupTime
+		if prof != nil && !warm && len(times) == 0 {
 			prof.Profile(1) // counts what the timed intervals do: a recording and a read each
 		}
 		if err := record(); err != nil {
@@ -130,7 +145,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 		}
 		s.ask()
 		now := time.Now()
-		if i >= warmup {
+		if !warm {
 			times = append(times, now.Sub(last).Seconds()*1e3)
 		}
 		last = now
@@ -138,7 +153,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	if prof != nil {
 		profile = prof.Profile(steps)
 	}
-	if _, _, err := s.finish(warmup + steps + 1); err != nil { // the step after the last, untimed
+	if _, _, err := s.finish(i + 1); err != nil { // the step after the last, untimed
 		return BenchResult{}, err
 	}
 	decode, err := benchDecode(m)
@@ -153,7 +168,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	return BenchResult{
 		Preset: p.Name, Backend: be.Name(), Params: p.NumParams(), Batch: p.Batch, Ctx: p.Ctx,
 		MsPerStep: med, MinMs: times[0], TokensPerS: float64(n) / (med / 1e3),
-		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps,
+		GFLOPs: p.FLOPsPerToken() * float64(n) / (med / 1e3) / 1e9, Steps: steps, WarmupSteps: i - steps,
 		DecodeTokensPerS: decode, PeakRSSMB: float64(peakRSS()) / (1 << 20), Profile: profile,
 	}, nil
 }
