@@ -84,8 +84,10 @@ type profiler interface {
 // the warmup asked for run until it has passed. On a GPU machine the first process to run
 // the kernels ran large's steps at 3.2-7.7 ms, where later ones took 2.5, through ten warm-up
 // steps (~30 ms) and thirty timed ones, and at 2.5 after a second of warm-up (an H100 just
-// started, whose driver compiled the kernels in that process: ~5 s). A second also covers a
-// CPU's clock rising from idle. (A variable, for tests.)
+// started, whose driver compiled the kernels in that process: ~5 s). It is not the whole cure:
+// another such first process, with the second of warm-up, still ran its second preset
+// (small) at 1.34 ms against 0.76 in the next process; on a machine just started, run a
+// bench twice. A second also covers a CPU's clock rising from idle. (A variable, for tests.)
 var benchWarmupTime = time.Second
 
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
