@@ -100,7 +100,7 @@ func (s *Server) speed() (float64, error) {
 			c.err = err
 			return
 		}
-		r, err := train.Bench(be, p, 1, 3)
+		r, err := train.Bench(be, p, 1, 3, 0)
 		if err != nil {
 			c.err = fmt.Errorf("calibration: %w", err)
 			return

@@ -58,7 +58,7 @@ type BenchResult struct {
 	GFLOPs     float64 `json:"gflops"`
 	Steps      int     `json:"steps"`
 	// WarmupSteps is the number of untimed steps run first: at least the warmup asked for,
-	// more where they took less than a second.
+	// more where they took less than the least warm-up time asked for.
 	WarmupSteps int `json:"warmup_steps"`
 	// DecodeTokensPerS is the speed of KV-cached generation, one token at a time, while the
 	// text fits the context (greedy, from a one-token prompt up to Ctx tokens).
@@ -80,20 +80,20 @@ type profiler interface {
 	Profile(per int) string
 }
 
-// benchWarmupTime is the least time Bench's untimed steps take when there are any: more than
-// the warmup asked for run until it has passed. On a GPU machine the first process to run
-// the kernels ran large's steps at 3.2-7.7 ms, where later ones took 2.5, through ten warm-up
-// steps (~30 ms) and thirty timed ones, and at 2.5 after a second of warm-up (an H100 just
-// started, whose driver compiled the kernels in that process: ~5 s). It is not the whole cure:
-// another such first process, with the second of warm-up, still ran its second preset
-// (small) at 1.34 ms against 0.76 in the next process; on a machine just started, run a
-// bench twice. A second also covers a CPU's clock rising from idle. (A variable, for tests.)
-var benchWarmupTime = time.Second
+// BenchWarmupTime is the warm-up `tinygpt bench` asks of Bench at the least (see Bench's
+// minWarmup). On a GPU machine the first process to run the kernels ran large's steps at
+// 3.2-7.7 ms, where later ones took 2.5, through ten warm-up steps (~30 ms) and thirty timed
+// ones, and at 2.5 after a second of warm-up (an H100 just started, whose driver compiled the
+// kernels in that process: ~5 s). It is not the whole cure: another such first process, with
+// the second of warm-up, still ran its second preset (small) at 1.34 ms against 0.76 in the
+// next process; on a machine just started, run a bench twice. A second also covers a CPU's
+// clock rising from idle.
+const BenchWarmupTime = time.Second
 
 // Bench times full training steps (forward, backward, AdamW) of preset p on be, on random
-// tokens: warmup untimed steps (or more, to fill a second when warmup > 0: benchWarmupTime),
-// then steps timed ones. It reports the median.
-func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, error) {
+// tokens: warmup untimed steps (when warmup > 0, more if they took less than minWarmup), then
+// steps timed ones. It reports the median.
+func Bench(be backend.Backend, p gpt.Preset, warmup, steps int, minWarmup time.Duration) (BenchResult, error) {
 	if steps < 1 {
 		return BenchResult{}, fmt.Errorf("bench needs at least one timed step")
 	}
@@ -135,7 +135,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int) (BenchResult, er
 	last := start
 	i := 0 // steps finished
 	for ; len(times) < steps; i++ {
-		warm := i < warmup || warmup > 0 && time.Since(start) < benchWarmupTime
+		warm := i < warmup || warmup > 0 && time.Since(start) < minWarmup
 		if prof != nil && !warm && len(times) == 0 {
 			prof.Profile(1) // counts what the timed intervals do: a recording and a read each
 		}

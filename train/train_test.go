@@ -305,9 +305,7 @@ func TestExactLoss(t *testing.T) {
 
 func TestBench(t *testing.T) {
 	p, _ := gpt.PresetByName("tiny")
-	defer func(d time.Duration) { benchWarmupTime = d }(benchWarmupTime)
-	benchWarmupTime = 0
-	r, err := Bench(cpu.New(), p, 1, 2)
+	r, err := Bench(cpu.New(), p, 1, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,19 +314,17 @@ func TestBench(t *testing.T) {
 	}
 }
 
-// The warm-up runs more steps than asked until it has lasted benchWarmupTime, and none when
-// asked for none.
+// The warm-up runs more steps than asked until it has lasted minWarmup, and none when asked
+// for none.
 func TestBenchWarmupTime(t *testing.T) {
 	p, _ := gpt.PresetByName("tiny")
-	defer func(d time.Duration) { benchWarmupTime = d }(benchWarmupTime)
-	benchWarmupTime = 150 * time.Millisecond
 	for _, c := range []struct{ warmup, least, most int }{{0, 0, 0}, {1, 3, 8}, {12, 12, 12}} {
-		r, err := Bench(slowCPU{cpu.New()}, p, c.warmup, 1) // 20 ms and a little more a step
+		r, err := Bench(slowCPU{cpu.New()}, p, c.warmup, 1, 150*time.Millisecond) // 20 ms and more a step
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.WarmupSteps < c.least || r.WarmupSteps > c.most {
-			t.Errorf("--warmup %d: %d warm-up steps of 20 ms, want %d to %d (the floor %v)", c.warmup, r.WarmupSteps, c.least, c.most, benchWarmupTime)
+			t.Errorf("--warmup %d: %d warm-up steps of 20 ms, want %d to %d (at least 150 ms)", c.warmup, r.WarmupSteps, c.least, c.most)
 		}
 	}
 }
@@ -349,11 +345,9 @@ func (b slowCPU) Encoder(out, tok, wte, wpe backend.Tensor, B, T, pos0, C int) {
 // step's read alone, ~0 ms on the CPU, which computes a step as it records it).
 func TestBenchTimesWholeSteps(t *testing.T) {
 	p, _ := gpt.PresetByName("tiny")
-	defer func(d time.Duration) { benchWarmupTime = d }(benchWarmupTime)
-	benchWarmupTime = 0
 	for _, steps := range []int{1, 2} {
 		for _, warmup := range []int{0, 1} {
-			r, err := Bench(slowCPU{cpu.New()}, p, warmup, steps)
+			r, err := Bench(slowCPU{cpu.New()}, p, warmup, steps, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

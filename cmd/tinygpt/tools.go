@@ -403,7 +403,7 @@ that --presets names (default small) changed by them.`)
 				return fmt.Errorf("%s: --backend webgpu: %w; use --backend cpu", p.Name, err)
 			}
 		}
-		r, err := train.Bench(be, p, *warmup, *steps)
+		r, err := train.Bench(be, p, *warmup, *steps, train.BenchWarmupTime)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, backendFailure(be, err, ""))
 		}
