@@ -31,7 +31,10 @@ func TestWGSLDir(t *testing.T) {
 		if got := strings.Contains(code, marker); got != c.want {
 			t.Errorf("%s: holds the variant's text: %v, want %v", c.file, got, c.want)
 		}
-		own, _ := shaders.ReadFile("wgsl/" + c.file + ".wgsl")
+		own, err := shaders.ReadFile("wgsl/" + c.file + ".wgsl")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !strings.Contains(code, string(own)) && c.file != "gelu" {
 			t.Errorf("%s: the built-in file's text is missing", c.file)
 		}
@@ -42,5 +45,10 @@ func TestWGSLDir(t *testing.T) {
 	}
 	if _, err := kernelSource("layernorm", "", 0); err == nil || !strings.Contains(err.Error(), wgslDirEnv) {
 		t.Errorf("unreadable variant: err = %v, want one naming %s", err, wgslDirEnv)
+	}
+	// So is a folder that does not exist: every kernel would be the built-in one.
+	t.Setenv(wgslDirEnv, filepath.Join(dir, "missing"))
+	if _, err := kernelSource("matmul", "", 0); err == nil || !strings.Contains(err.Error(), wgslDirEnv) {
+		t.Errorf("missing folder: err = %v, want one naming %s", err, wgslDirEnv)
 	}
 }

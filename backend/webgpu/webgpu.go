@@ -280,7 +280,7 @@ func (be *Backend) Describe() string {
 }
 
 // kernel returns the compiled kernel entry of file (compiling it the first time). For
-// attention, variant is the head size (see attnKernel).
+// attention and attention_blocked, variant is the head size (see attnKernel).
 func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Kernel {
 	key := fmt.Sprintf("%s/%s/%d", file, entry, variant)
 	if k := be.kernels[key]; k != nil {
@@ -307,9 +307,13 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 const wgslDirEnv = "TINYGPT_WGSL_DIR"
 
 // wgslFile returns the text of kernel file name (without .wgsl): from the folder wgslDirEnv
-// names if it holds the file, else the built-in one.
+// names if it holds the file, else the built-in one. A folder that does not exist is an error,
+// lest a mistyped name time the built-in kernels in place of the variants.
 func wgslFile(name string) (string, error) {
 	if dir := os.Getenv(wgslDirEnv); dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("%s=%s: not a folder", wgslDirEnv, dir)
+		}
 		b, err := os.ReadFile(filepath.Join(dir, name+".wgsl"))
 		if err == nil {
 			return string(b), nil
