@@ -82,13 +82,18 @@ func (e *env) in(v []float32) pair {
 
 // out allocates an output that the kernel overwrites: NaN on the GPU, zeros on the CPU.
 func (e *env) out(n int) pair {
-	nan := make([]float32, n)
-	for i := range nan {
-		nan[i] = float32(math.NaN())
-	}
 	p := pair{e.g.Alloc(n), cpuBE.Alloc(n)}
-	e.g.Upload(p.g, nan)
+	e.g.Upload(p.g, nans(n))
 	return p
+}
+
+// nans returns n NaNs.
+func nans(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+	return v
 }
 
 // slice returns the view of n elements from off of p, on both backends.
@@ -359,23 +364,31 @@ func TestDropout(t *testing.T) {
 
 func TestAttention(t *testing.T) {
 	e := newEnv(t, 6)
-	// B, T, C, NH: head sizes 16, 32 and 7 (not a multiple of 4; the backward pass of
+	// B, T, C, NH: head sizes 16, 32, 20, 7 and 1 (not multiples of 4; the backward pass of
 	// attention_blocked.wgsl), 48 (attention.wgsl's, unrolled) and 100 (the kernel for any
 	// size; each size is a kernel of its own, which lavapipe compiles slowly), and sequences
-	// of one row and of more than one block of 64 rows; each with the rows' partners split
-	// into slices as the backend chooses (several, at these sizes), in one slice, and in more
-	// slices than some rows have partners.
+	// of one row, of a block and one row (33), and of more than one block of 64 rows; each with
+	// the rows' partners in slices as the backend chooses (one, at these sizes), or in 3 or 13
+	// slices (more than some rows have partners). The slices' partial results go to scratch
+	// tensors, filled with NaN first: every slice must write all of its part.
 	defer func() { forceSlices = 0 }()
 	for _, c := range []struct {
 		s      [4]int
 		slices int
 	}{{[4]int{2, 37, 48, 3}, 0}, {[4]int{1, 1, 64, 2}, 0}, {[4]int{3, 13, 14, 2}, 0}, {[4]int{1, 9, 100, 1}, 0}, {[4]int{2, 150, 64, 2}, 0},
-		{[4]int{2, 150, 64, 2}, 1}, {[4]int{2, 37, 48, 3}, 1}, {[4]int{1, 70, 32, 2}, 13}, {[4]int{1, 100, 64, 2}, 3},
-		{[4]int{2, 45, 96, 2}, 0}} {
+		{[4]int{2, 37, 48, 3}, 1}, {[4]int{1, 70, 32, 2}, 13}, {[4]int{1, 100, 64, 2}, 3},
+		{[4]int{2, 45, 96, 2}, 0}, {[4]int{2, 70, 40, 2}, 3}, {[4]int{1, 33, 2, 2}, 0}} {
 		s := c.s
 		forceSlices = c.slices
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		n := B * T * C
+		if S := attnSlices(B*NH*T, T); S > 1 {
+			for name, size := range map[string]int{"attention out slices": S * n, "attention m, l slices": 2 * S * B * NH * T,
+				"attention dqkv slices": 3 * S * n} {
+				scratch := e.g.scratchTensor(name, size)
+				e.g.Upload(scratch, nans(scratch.n))
+			}
+		}
 		qkv := e.in(e.randn(3*n, 1)) // q, k and v as column blocks
 		out, lse := e.out(n), e.out(B*NH*T)
 		e.g.Attention(out.g, lse.g, qkv.g, B, T, C, NH)
