@@ -20,7 +20,7 @@ import (
 // control flow that may differ between a workgroup's threads is an error there), so a kernel
 // that runs natively could still fail in the browser build. Each entry point of each .wgsl file
 // is compiled as kernel compiles it, attention's for head sizes on both sides of every
-// threshold (see attnKernel, attnLanes, splitKeys), and the gpu layer's own kernels, in
+// threshold (see attnKernel, attnLanes, blockedMaxHS), and the gpu layer's own kernels, in
 // headless Chromium on SwiftShader (testdata/browser_wgsl.mjs). It needs Chromium
 // (/usr/bin/chromium or $CHROMIUM), node and `npm ci` at the repository root, and skips without
 // them, except under CI=true, where it fails.

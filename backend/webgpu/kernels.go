@@ -589,11 +589,7 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 		x, y = be.grid(2 * B * NH * S * ((T + blockedRows - 1) / blockedRows))
 		be.run(be.kernel("attention_blocked", "backward", 8, uint32(hs)), prm, bufs, x, y)
 	} else {
-		passes := 2 // the dk/dv pass's workgroups, then the dq pass's (and the dk pass's)
-		if splitKeys(hs) {
-			passes = 3
-		}
-		x, y = be.attnGroups(passes*B*NH*S, T)
+		x, y = be.attnGroups(3*B*NH*S, T) // the dv pass's workgroups, the dq pass's, the dk pass's
 		be.run(be.attnKernel("backward", C, NH), prm, bufs, x, y)
 	}
 	if S > 1 {
@@ -611,10 +607,6 @@ const (
 	blockedMaxHS = 32
 	blockedRows  = 32
 )
-
-// splitKeys reports whether the attention kernel of head size hs (0: the kernel for any size)
-// sums the backward's dk and dv in workgroups of their own (attention.wgsl, SPLIT_KEYS).
-func splitKeys(hs int) bool { return hs == 0 || hs > 32 }
 
 // forceSlices, when not 0, sets the number of attention slices, for tests.
 var forceSlices int

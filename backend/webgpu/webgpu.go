@@ -378,8 +378,7 @@ func kernelSource(file, entry string, variant uint32) (string, error) {
 		"KTu", fmt.Sprintf("%du", kt), "TILEVu", fmt.Sprintf("%du", kt*hs4),
 		"LANESu", fmt.Sprintf("%du", lanes), "CPu", fmt.Sprintf("%du", cp),
 		// A plain literal: naga compiles @workgroup_size(64u) as a workgroup of one thread.
-		"WGn", fmt.Sprint(64*lanes),
-		"SPLITb", fmt.Sprint(splitKeys(int(variant)))).Replace(code), nil
+		"WGn", fmt.Sprint(64*lanes)).Replace(code), nil
 }
 
 // ok reports whether work can go on.

@@ -36,8 +36,6 @@ const KT: u32 = KTu;
 // threads), and its loads in flight per thread and tensor while it copies a tile.
 const LANES: u32 = LANESu;
 const CP: u32 = CPu;
-// SPLIT_KEYS: the backward's dk and dv in workgroups of their own (wide heads; see backward).
-const SPLIT_KEYS: bool = SPLITb;
 
 // Every tile element is copied before a thread reads it: workgroup memory is not zeroed on
 // Vulkan (internal/gpu/zeroinit.go).
@@ -361,12 +359,12 @@ fn forward_merge(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 
 // The backward pass: backward_d computes D_i = dout_i·out_i for every row, then one dispatch of
 // backward runs keyRows' workgroups (the longer ones) and dqRows' side by side, each pass
-// alone leaving most of a large GPU idle. (Heads of up to 32 run attention_blocked.wgsl's
-// backward instead, after the same backward_d: blocks of rows against tiles of partners.) A key's thread holds four head-wide arrays (k, v, dk,
-// dv); for heads wider than 32 that is more than a thread's registers (255 on NVIDIA), and the
-// spilled arrays made the pass at head size 64 seven times as slow as the forward pass. There
-// (SPLIT_KEYS) dv and dk are summed by workgroups of their own, holding two and three arrays,
-// each recomputing the scores.
+// alone leaving most of a large GPU idle. It serves heads wider than 32; narrower ones run
+// attention_blocked.wgsl's backward instead, after the same backward_d. A key's dk and dv are
+// summed by workgroups of their own, holding two and three head-wide arrays, each recomputing
+// the scores: one thread holding all four (k, v, dk, dv) of a head wider than 32 is more than
+// a thread's registers (255 on NVIDIA), and the spilled arrays made the pass at head size 64
+// seven times as slow as the forward pass.
 //
 // backward_d gives each row DL threads, thread ln summing the row's columns ln, ln + DL, ...,
 // so that a warp's loads read runs of consecutive memory, and adds the DL partial sums in
@@ -406,10 +404,10 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     let n = groups(prm.NQ);
     let w = flat(wg, nwg);
     if (w < n) {
-        keyRows(w, lid, select(KEYS_DKDV, KEYS_DV, SPLIT_KEYS));
+        keyRows(w, lid, KEYS_DV);
     } else if (w < 2u * n) {
         dqRows(w - n, lid);
-    } else if (SPLIT_KEYS && w < 3u * n) {
+    } else if (w < 3u * n) {
         keyRows(w - 2u * n, lid, KEYS_DK);
     }
 }
@@ -476,17 +474,16 @@ fn dqRows(w: u32, lid: u32) {
     }
 }
 
-// What keyRows sums: dk and dv, dv only or dk only.
-const KEYS_DKDV: u32 = 0u;
+// What keyRows sums: dv or dk.
 const KEYS_DV: u32 = 1u;
 const KEYS_DK: u32 = 2u;
 
 // dv_j = Σ_{i≥j} p_ij·dout_i;  dk_j = scale · Σ_{i≥j} p_ij·(dout_i·v_j − D_i)·q_i for the rows
-// (keys) of workgroup w: both, or one (what, a constant at each call, so that the compiler
+// (keys) of workgroup w: one of them (what, a constant at each call, so that the compiler
 // drops the other's arrays).
 fn keyRows(w: u32, lid: u32, what: u32) {
-    let wantDV = what != KEYS_DK;
-    let wantDK = what != KEYS_DV;
+    let wantDV = what == KEYS_DV;
+    let wantDK = what == KEYS_DK;
     let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let T = prm.NQ;
