@@ -12,11 +12,11 @@
 // products in flight per thread. The forward pass first copies the block's own query rows the
 // same way, through tileX, and each thread takes its row from there (2026-11-27: read one
 // thread a row, huge's pass took 37.7 µs instead of 33.3 on an H100, large's step 0.6% longer).
-// In the forward pass each row may have several threads, its
-// LANES (thread ln·64 + r is lane ln of the block's row r, so a warp's threads share a lane):
-// lane ln takes the groups of four keys ln, ln + LANES, ... of every tile, which shortens the
-// row's chain of dependent steps, and at the end the lanes' partial results are merged into
-// lane 0's through workgroup memory, one lane after another in order. When rows are few for a
+// In the forward pass each row may have several threads, its LANES (thread ln·64 + r is lane
+// ln of the block's row r, so a warp's threads share a lane): lane ln takes the groups of four
+// keys ln, ln + LANES, ... of every tile, which shortens the row's chain of dependent steps,
+// and at the end the lanes' partial results are merged into lane 0's through workgroup
+// memory, one lane after another in order. When rows are few for a
 // large GPU, each row's partners are also split into slices, each in workgroups of its own,
 // whose partial results are combined in slice order (forward_merge; the backward's partial sums
 // by the reduce kernel of matmul.wgsl).

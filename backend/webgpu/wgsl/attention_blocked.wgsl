@@ -18,7 +18,7 @@
 // element offset s·B·NQ·3C of b1, added in order by matmul.wgsl's reduce).
 //
 // Against attention.wgsl's backward (one thread a row, one multiply-add a read) on an H100,
-// the pass with its D pass: large's shape 58 → 42 µs alone and 62–64 → 56–57 inside a step,
+// the pass with its D pass: large's shape 58 → 42 µs alone and 62–64 → 55–57 inside a step,
 // huge's 109 → 89, one sequence 38 → 19 (docs/performance.md, 2026-11-27).
 
 struct Params {
