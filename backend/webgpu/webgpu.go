@@ -331,6 +331,8 @@ var includes = map[string][]string{
 	"matmul":             {"gelu"}, // both end some products in a GELU
 	"elementwise":        {"gelu"},
 	"layernorm_backward": {"layernorm"}, // its parameters, bindings and helpers
+	"attention":          {"attention_params"},
+	"attention_blocked":  {"attention_params"},
 }
 
 // kernelSource returns the WGSL that kernel compiles for entry of file and variant: the file

@@ -42,36 +42,6 @@ const CP: u32 = CPu;
 var<workgroup> tileX: array<vec4<f32>, TILEVu>; // [KT][HS4L]: k or q rows
 var<workgroup> tileY: array<vec4<f32>, TILEVu>; // [KT][HS4L]: v or dout rows
 
-struct Params {
-    B: u32,
-    NQ: u32,    // queries per sequence
-    TK: u32,    // key rows per sequence
-    C: u32,
-    NH: u32,
-    HS: u32,
-    P0: u32,    // position of query 0 (0 in training, pos when decoding): query i is row P0 + i
-                // of its sequence's rows of qkv
-    scale: f32, // 1/sqrt(HS)
-    saveLSE: u32,
-    slices: u32, // threads per row, each summing one slice of its partner rows into partial
-                 // results (slice s's at element offset s·B·NQ·3C of dqkv's, or s·B·NQ·C of
-                 // the forward's unnormalised output, whose m and l go to lse's binding)
-}
-
-@group(0) @binding(0) var<uniform> prm: Params;
-// forward:        out, lse, qkv (sliced: out and (m, l) partials for forward_merge)
-// forward_merge:  out, lse, out partials, (m, l) partials
-// backward_d:     -, D, dout, -, -, -, out, -
-// backward:       dqkv, D, dout, qkv, -, -, -, lse
-@group(0) @binding(1) var<storage, read_write> b1: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b2: array<f32>;
-@group(0) @binding(3) var<storage, read_write> b3: array<f32>;
-@group(0) @binding(4) var<storage, read_write> b4: array<f32>;
-@group(0) @binding(5) var<storage, read_write> b5: array<f32>;
-@group(0) @binding(6) var<storage, read_write> b6: array<f32>;
-@group(0) @binding(7) var<storage, read_write> b7: array<f32>;
-@group(0) @binding(8) var<storage, read_write> b8: array<f32>;
-
 // Task is a thread's work: sequence b, head h, slice s, row i (row r of its block) and lane ln
 // of the row; ok is false for a thread past the last row (it still helps to copy tiles).
 struct Task {
@@ -156,17 +126,6 @@ fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), vec4<f32>(x0, x1, x2, x3), vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(prm.HS));
 }
 
-// put1 stores vec4 e of a head, v, at elements at + 4e.. of b1, those before HS. (The
-// per-thread arrays are indexed only by loops over HS4L, which unroll for the
-// sizes compiled per size: an index computed at run time, such as c / 4 in a loop over HS,
-// would put the whole array in memory.)
-fn put1(at: u32, e: u32, v: vec4<f32>) {
-    let c = 4u * e;
-    b1[at + c] = v.x;
-    if (c + 1u < prm.HS) { b1[at + c + 1u] = v.y; }
-    if (c + 2u < prm.HS) { b1[at + c + 2u] = v.z; }
-    if (c + 3u < prm.HS) { b1[at + c + 3u] = v.w; }
-}
 
 const NEG: f32 = -3.4028234e38;
 

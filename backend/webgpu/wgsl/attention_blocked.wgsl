@@ -1,6 +1,6 @@
 // Attention's backward pass in blocks, for heads of up to 32 (attention.wgsl has the math, the
-// forward pass, backward_d and the backward pass for wider heads, whose parameters and
-// bindings these are). A workgroup of 128 threads takes a block of 32 rows (keys for dk and
+// forward pass, backward_d and the backward pass for wider heads; attention_params.wgsl the
+// parameters and bindings). A workgroup of 128 threads takes a block of 32 rows (keys for dk and
 // dv, queries for dq) and walks its partners in tiles of 32, the tile's rows copied to
 // workgroup memory by all the threads together (consecutive threads reading consecutive
 // memory; the next tile's loads are issued before the current tile is used):
@@ -20,30 +20,6 @@
 // Against attention.wgsl's backward (one thread a row, one multiply-add a read) on an H100,
 // the pass with its D pass: large's shape 58 → 42 µs alone and 62–64 → 55–57 inside a step,
 // huge's 109 → 89, one sequence 38 → 19 (docs/performance.md, 2026-11-27).
-
-struct Params {
-    B: u32,
-    NQ: u32,
-    TK: u32,
-    C: u32,
-    NH: u32,
-    HS: u32,
-    P0: u32,
-    scale: f32,
-    saveLSE: u32,
-    slices: u32,
-}
-
-@group(0) @binding(0) var<uniform> prm: Params;
-// backward: dqkv, D, dout, qkv, -, -, -, lse
-@group(0) @binding(1) var<storage, read_write> b1: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b2: array<f32>;
-@group(0) @binding(3) var<storage, read_write> b3: array<f32>;
-@group(0) @binding(4) var<storage, read_write> b4: array<f32>;
-@group(0) @binding(5) var<storage, read_write> b5: array<f32>;
-@group(0) @binding(6) var<storage, read_write> b6: array<f32>;
-@group(0) @binding(7) var<storage, read_write> b7: array<f32>;
-@group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
 const HS4: u32 = HS4u; // vec4 of a head row (zero past HS)
 const BT: u32 = 32u;   // rows of a block and of a tile
@@ -89,15 +65,6 @@ fn block(w: u32, keys: bool) -> Block {
     k.lo = first + min(k.s * per, count);
     k.hi = first + min((k.s + 1u) * per, count);
     return k;
-}
-
-// put4 writes v to elements 4e .. 4e+3 of a head at offset at of b1, those before HS.
-fn put4(at: u32, e: u32, v: vec4<f32>) {
-    let c = 4u * e;
-    b1[at + c] = v.x;
-    if (c + 1u < prm.HS) { b1[at + c + 1u] = v.y; }
-    if (c + 2u < prm.HS) { b1[at + c + 2u] = v.z; }
-    if (c + 3u < prm.HS) { b1[at + c + 3u] = v.w; }
 }
 
 // A tile's rows in flight: element lid + WG·m (m < HS4) of each tensor's 32 rows × 4·HS4.
@@ -277,8 +244,8 @@ fn keyBlock(w: u32, lid: u32) {
             let j = k.r0 + 4u * kq + m;
             if (j < T) {
                 let out = k.s * prm.B * T * C3 + (k.b * T + j) * C3 + col;
-                put4(out + prm.C, d, dk[m] + ts[(4u * kq + m) * 8u + d]);
-                put4(out + 2u * prm.C, d, dv[m] + tp[(4u * kq + m) * 8u + d]);
+                put1(out + prm.C, d, dk[m] + ts[(4u * kq + m) * 8u + d]);
+                put1(out + 2u * prm.C, d, dv[m] + tp[(4u * kq + m) * 8u + d]);
             }
         }
     }
@@ -383,7 +350,7 @@ fn queryBlock(w: u32, lid: u32) {
         for (var m = 0u; m < 4u; m++) {
             let i = k.r0 + 4u * qv + m;
             if (i < T) {
-                put4(k.s * prm.B * T * C3 + (k.b * T + i) * C3 + col, d, dq[m] + ts[(4u * qv + m) * 8u + d]);
+                put1(k.s * prm.B * T * C3 + (k.b * T + i) * C3 + col, d, dq[m] + ts[(4u * qv + m) * 8u + d]);
             }
         }
     }
