@@ -30,9 +30,14 @@ import compare_cpu  # noqa: E402
 
 def ours(binary, presets, steps, warmup):
     """Runs tinygpt bench on the WebGPU backend; returns {preset: ms/step}. A preset that fails
-    (too large for the GPU) says why on stderr and is left out."""
+    (too large for the GPU) says why on stderr and is left out. Each preset first runs one
+    untimed step in a process of its own: on a machine just started, the first process to run
+    the kernels (whose driver compiled them) ran its steps up to three times slower, warm-up
+    and all (docs/performance.md, 2026-11-27)."""
     res = {}
     for p in presets:
+        subprocess.run([binary, "bench", "--backend", "webgpu", "--presets", p, "--steps", "1",
+                        "--warmup", "0"], capture_output=True)
         try:
             res[p] = compare_cpu.run_ours(binary, p, 0, steps, warmup, backend="webgpu")["ms_per_step"]
         except subprocess.CalledProcessError as e:
