@@ -315,16 +315,22 @@ func TestBench(t *testing.T) {
 }
 
 // The warm-up runs more steps than asked until it has lasted minWarmup, and none when asked
-// for none.
+// for none. minWarmup is five steps' time, measured first (a step is 20 ms here, ~165 ms under
+// js/wasm).
 func TestBenchWarmupTime(t *testing.T) {
 	p, _ := gpt.PresetByName("tiny")
-	for _, c := range []struct{ warmup, least, most int }{{0, 0, 0}, {1, 3, 8}, {12, 12, 12}} {
-		r, err := Bench(slowCPU{cpu.New()}, p, c.warmup, 1, 150*time.Millisecond) // 20 ms and more a step
+	r, err := Bench(slowCPU{cpu.New()}, p, 0, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := time.Duration(5 * r.MsPerStep * float64(time.Millisecond))
+	for _, c := range []struct{ warmup, least, most int }{{0, 0, 0}, {1, 3, 12}, {8, 8, 8}} {
+		r, err := Bench(slowCPU{cpu.New()}, p, c.warmup, 1, five)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.WarmupSteps < c.least || r.WarmupSteps > c.most {
-			t.Errorf("--warmup %d: %d warm-up steps of 20 ms, want %d to %d (at least 150 ms)", c.warmup, r.WarmupSteps, c.least, c.most)
+			t.Errorf("--warmup %d: %d warm-up steps, want %d to %d (at least %v, five steps)", c.warmup, r.WarmupSteps, c.least, c.most, five)
 		}
 	}
 }
