@@ -602,7 +602,8 @@ func (be *Backend) AttentionBackward(dqkv, dout, qkv, out, lse backend.Tensor, B
 const dRows = 8
 
 // Heads of up to blockedMaxHS run the backward pass of attention_blocked.wgsl, in blocks of
-// blockedRows rows (keys or queries) a workgroup; wider ones attention.wgsl's.
+// blockedRows rows (keys or queries) a workgroup; wider ones attention.wgsl's. Both are the
+// kernel's own (its BT, and its threads' parts of a block and a tile, are written for 32).
 const (
 	blockedMaxHS = 32
 	blockedRows  = 32
