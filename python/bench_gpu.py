@@ -36,9 +36,8 @@ def ours(binary, presets, steps, warmup):
     and all (docs/performance.md, 2026-11-27)."""
     res = {}
     for p in presets:
-        subprocess.run([binary, "bench", "--backend", "webgpu", "--presets", p, "--steps", "1",
-                        "--warmup", "0"], capture_output=True)
         try:
+            compare_cpu.run_ours(binary, p, 0, 1, 0, backend="webgpu")
             res[p] = compare_cpu.run_ours(binary, p, 0, steps, warmup, backend="webgpu")["ms_per_step"]
         except subprocess.CalledProcessError as e:
             sys.stderr.write(e.stderr or "")

@@ -126,7 +126,6 @@ fn head4(x0: f32, x1: f32, x2: f32, x3: f32, c: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), vec4<f32>(x0, x1, x2, x3), vec4<u32>(c, c + 1u, c + 2u, c + 3u) < vec4<u32>(prm.HS));
 }
 
-
 const NEG: f32 = -3.4028234e38;
 
 // dotsX returns the dot products of x with vec4 e of tile rows r..r+3 of tileX, at = r·HS4L + e;

@@ -73,8 +73,8 @@ struct Fetched {
     y: array<f32, HS4>,
 }
 
-// fetchTile loads this thread's share of partner rows p0 .. p0+31 of sequence b (rows past the
-// last repeat it): of column cx of qkv (b4) for tx, of column cy of qkv (yQKV) or of dout (b3)
+// fetchTile loads this thread's share of rows p0 .. p0+31 of sequence b (a tile of partners or
+// the block's own rows; rows past the last repeat it): of column cx of qkv (b4) for tx, of column cy of qkv (yQKV) or of dout (b3)
 // for ty, all loads issued before any is used; putTile stores them (zero past HS).
 fn fetchTile(b: u32, p0: u32, cx: u32, cy: u32, yQKV: bool, lid: u32) -> Fetched {
     let T = prm.NQ;
