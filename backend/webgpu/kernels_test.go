@@ -830,13 +830,14 @@ func TestEpilogues(t *testing.T) {
 // A linear layer's backward pass: the input gradient (NT), the weight gradient (TN, adding into
 // dW) and the bias gradient from the same output gradient, with or without the input gradient
 // multiplied by dgelu (through a GELU), run as one dual64 dispatch (and one reduce2 where K is
-// split), equal to the CPU's LinearBackward. Shapes with neither, one or both products split; dW and
+// split), equal to the CPU's LinearBackward. Shapes with neither, one or both products split (the
+// last two as pairSplit splits them, in fewer slices than splitK would); dW and
 // db are views of one flat gradient tensor, as in the model; with IC 64 the bias gradient's
 // row of ones is a tile row of its own.
 func TestLinearBackwardPair(t *testing.T) {
 	e := newEnv(t, 19)
 	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
-	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}} {
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}, {96, 400, 700, 2}} {
 		IC, OC, N := s[0], s[1], s[2]
 		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
 		dbOff := (IC*OC + 63) / 64 * 64
@@ -863,6 +864,31 @@ func TestLinearBackwardPair(t *testing.T) {
 		e.g.settle()
 		if n := e.g.dev.Stats().Dispatches - d0; n != s[3] {
 			t.Errorf("%s: %d dispatches for the pair, want %d", name, n, s[3])
+		}
+	}
+}
+
+// pairSplit gives the products of a pair longer slices than splitK only where both split K and
+// their tiles are too few to fill the GPU.
+func TestPairSplit(t *testing.T) {
+	bwd := func(N, IC, OC int) (*matmulCall, *matmulCall) { // a linear layer's input and weight gradients
+		return &matmulCall{M: N, N: IC, K: OC, l: backend.NT},
+			&matmulCall{M: IC, N: OC, K: N, l: backend.TN, accumulate: true, dbias: &tensor{}}
+	}
+	for _, c := range []struct {
+		name         string
+		N, IC, OC    int
+		want1, want2 int
+	}{
+		{"large's MLP", 1536, 768, 192, 0, 0},          // input gradient's K 192: not split
+		{"large's MLP input", 1536, 192, 768, 3, 5},    // splitK: 6 and 11
+		{"large's qkv", 1536, 192, 576, 2, 5},          // splitK: 4 and 12
+		{"massive's MLP input", 1024, 384, 1536, 0, 0}, // 264 tiles
+		{"small pair", 700, 96, 400, 2, 3},             // splitK: 3 and 5
+	} {
+		m1, m2 := bwd(c.N, c.IC, c.OC)
+		if s1, s2 := pairSplit(m1, m2); s1 != c.want1 || s2 != c.want2 {
+			t.Errorf("%s: slices %d and %d, want %d and %d", c.name, s1, s2, c.want1, c.want2)
 		}
 	}
 }
