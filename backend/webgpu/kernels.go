@@ -169,9 +169,9 @@ type launch struct {
 	prob                   []uint32
 }
 
-// plan lays out mm's launch; partial sums, if K is split, go to the scratch tensor named part.
-// K is split into the given number of slices, or with 0 as splitK decides.
-func (be *Backend) plan(mm *matmulCall, part string, slices int) launch {
+// plan lays out mm's launch, K split into the given number of slices (0: as splitK decides).
+// Where K is split, out is left for the caller to place (see placePartials).
+func (be *Backend) plan(mm *matmulCall, slices int) launch {
 	acc, hasBias := uint32(0), uint32(0)
 	if mm.accumulate {
 		acc = 1
@@ -195,7 +195,7 @@ func (be *Backend) plan(mm *matmulCall, part string, slices int) launch {
 		kSlice = (mm.K + slices - 1) / slices
 		kSlice = (kSlice + 15) / 16 * 16 // whole blocks of the inner loop
 		slices = (mm.K + kSlice - 1) / kSlice
-		out, split = be.scratchTensor(part, slices*rows*mm.N), 1
+		out, split = nil, 1
 	}
 	return launch{tilesM: tilesM, tilesN: tilesN, slices: slices, out: out, bias: bias, ep: mm.ep,
 		prob: []uint32{uint32(mm.M), uint32(mm.N), uint32(mm.K), acc, hasBias, uint32(kSlice), uint32(tilesM), split,
@@ -223,57 +223,250 @@ func (be *Backend) or(t *tensor, i int) *tensor {
 }
 
 // recordMatmul records mm: a product of one row without a bias gradient as one dispatch of
-// gemv, any other as tiles of main64 (and a reduce where K is split).
+// gemv, any other as tiles of main64 (and a reduce where K is split, held back if it can be:
+// see holdReduces).
 func (be *Backend) recordMatmul(mm *matmulCall) {
 	gemv := mm.M == 1 && mm.dbias == nil
 	slices := 0
 	if gemv {
 		slices = 1 // gemv does not split K
 	}
-	l := be.plan(mm, "matmul partial sums", slices)
+	l := be.plan(mm, slices)
 	bias, ep := be.or(l.bias, 4), be.or(l.ep, 5)
 	if gemv {
 		x, y := be.grid((mm.N + gemvCols - 1) / gemvCols)
 		be.run(be.kernel("matmul", "gemv", 5, 0), l.prob, []*tensor{mm.c, mm.a, mm.b, bias, ep}, x, y)
 		return
 	}
+	held := be.placePartials([]*matmulCall{mm}, []*launch{&l}, []*tensor{mm.a, mm.b, bias, ep})
 	be.run(be.kernel("matmul", "main64", 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
-	if l.slices > 1 {
+	if l.slices > 1 && !held[0] {
 		x, y := be.reduceGroups(l.elems())
 		be.run(be.kernel("matmul", "reduce", 5, 0), l.reduceProb(l.slices), []*tensor{mm.c, l.out, be.unused(3), bias, ep}, x, y)
 	}
+	be.holdReduces([]*matmulCall{mm}, []*launch{&l}, held)
 }
 
 // recordDual records the products held as a pair (see pairs) as one dispatch of dual64, and
-// the reduce of whichever of them split K as one of reduce2.
+// the reduce of whichever of them split K and could not hold it back (see holdReduces) as
+// one of reduce2.
 func (be *Backend) recordDual(m1, m2 *matmulCall) {
 	s1, s2 := pairSplit(m1, m2)
-	l1, l2 := be.plan(m1, "matmul partial sums", s1), be.plan(m2, "matmul partial sums 2", s2)
-	n1, n2 := l1.tilesN*l1.tilesM*l1.slices, l2.tilesN*l2.tilesM*l2.slices
+	l1, l2 := be.plan(m1, s1), be.plan(m2, s2)
 	bias, ep := be.or(l2.bias, 4), be.or(l1.ep, 5)
+	ms, ls := []*matmulCall{m1, m2}, []*launch{&l1, &l2}
+	held := be.placePartials(ms, ls, []*tensor{m1.c, m1.a, m1.b, bias, ep, m2.a})
+	n1, n2 := l1.tilesN*l1.tilesM*l1.slices, l2.tilesN*l2.tilesM*l2.slices
 	prm := append(append(append([]uint32(nil), l1.prob...), l2.prob...), uint32(n1), uint32(n2))
 	x, y := be.grid(n1 + n2)
 	be.run(be.kernel("matmul", "dual64", 7, 0), prm, []*tensor{l1.out, m1.a, m1.b, bias, ep, l2.out, m2.a}, x, y)
-	if l1.slices == 1 && l2.slices == 1 {
-		return
-	}
-	part1, part2 := be.unused(2), be.unused(7)
-	s1, s2 = 0, 0
-	if l1.slices > 1 {
-		part1, s1 = l1.out, l1.slices
-	}
-	if l2.slices > 1 {
-		part2, s2 = l2.out, l2.slices
-	}
+	part1, part2, s1, s2 := be.unused(2), be.unused(7), 0, 0
 	elems := 0
-	for _, l := range []launch{l1, l2} {
-		if l.slices > 1 {
-			elems += l.elems()
+	if l1.slices > 1 && !held[0] {
+		part1, s1 = l1.out, l1.slices
+		elems += l1.elems()
+	}
+	if l2.slices > 1 && !held[1] {
+		part2, s2 = l2.out, l2.slices
+		elems += l2.elems()
+	}
+	if elems > 0 {
+		prm = append(append(l1.reduceProb(s1), l2.reduceProb(s2)...), 0, 0)
+		x, y = be.reduceGroups(elems)
+		be.run(be.kernel("matmul", "reduce2", 7, 0), prm, []*tensor{m1.c, part1, be.unused(3), bias, ep, m2.c, part2}, x, y)
+	}
+	be.holdReduces(ms, ls, held)
+}
+
+// A split product's reduce is held back where it can be: the partial sums wait in a scratch
+// tensor of their own until a dispatch binds what the reduce would write (or the partial
+// sums), or the host reads, writes or releases a tensor, or more are held than one dispatch
+// takes; then the reduces held by then run as one dispatch (reduce.wgsl's multi). A layer's
+// backward pass thus reduces its four weight gradients and two input gradients in two
+// dispatches, not four. A reduce with a bias or an epilogue to apply is not held (the
+// forward pass's products; their result is read right after anyway).
+
+// heldReduce is a split product's reduce held back.
+type heldReduce struct {
+	c, bias      *tensor // where the sums go: C, and the bias gradient's row (nil: none)
+	part         *tensor // the partial sums, a view of the held partial sums' scratch
+	M, N, slices int
+	accumulate   bool
+}
+
+// maxHeld is the most reduces held at once: those reduce.wgsl's multi takes in its parameter
+// words.
+const maxHeld = (gpu.MaxParams - 1) / 6
+
+// heldScratch names the scratch tensor that holds the held reduces' partial sums.
+const heldScratch = "held partial sums"
+
+// targets returns what h's reduce writes.
+func (h *heldReduce) targets() []*tensor {
+	if h.bias != nil {
+		return []*tensor{h.c, h.bias}
+	}
+	return []*tensor{h.c}
+}
+
+// heldTouches reports whether any of ts overlaps what a held reduce writes or reads.
+func (be *Backend) heldTouches(ts []*tensor) bool {
+	for i := range be.held {
+		h := &be.held[i]
+		for _, t := range ts {
+			if t != nil && (overlapsAny(t, h.targets()) || overlaps(t, h.part)) {
+				return true
+			}
 		}
 	}
-	prm = append(append(l1.reduceProb(s1), l2.reduceProb(s2)...), 0, 0)
-	x, y = be.reduceGroups(elems)
-	be.run(be.kernel("matmul", "reduce2", 7, 0), prm, []*tensor{m1.c, part1, be.unused(3), bias, ep, m2.c, part2}, x, y)
+	return false
+}
+
+// placePartials gives each split product of one dispatch (ms and their launches ls, whose
+// dispatch also binds binds) the place of its partial sums: in the held partial sums'
+// scratch where its reduce is to be held, else in the scratch tensor of its position in the
+// dispatch. It reports which reduces are to be held, first running the ones held so far if
+// they must come before this dispatch or make room.
+func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor) []bool {
+	held := make([]bool, len(ms))
+	need, count, add := 0, 0, []*tensor(nil)
+	lim := min(be.segment, int(be.dev.Limits().MaxBindingSize/4))
+	all := true // every split product's reduce can be held: else all are reduced now, in one dispatch
+	for i, mm := range ms {
+		l := ls[i]
+		if l.slices <= 1 {
+			continue
+		}
+		if mm.bias != nil || mm.epilogue != epNone || need+alignUp(l.slices*l.elems()) > lim {
+			all = false
+			continue
+		}
+		held[i], need, count = true, need+alignUp(l.slices*l.elems()), count+1
+		add = append(add, mm.c)
+		if mm.dbias != nil {
+			add = append(add, mm.dbias)
+		}
+	}
+	if count == 0 || !all {
+		clear(held)
+		count, need = 0, 0
+	} else if len(be.held) > 0 && (be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld ||
+		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
+		be.flushReduces()
+	}
+	if count > maxHeld || !be.heldFits(add) || overlapping(add) {
+		clear(held) // these alone cannot be held: reduced now
+		need = 0
+	}
+	if need > be.heldCap() {
+		be.scratchTensor(heldScratch, min(lim, max(need, 4<<20)))
+	}
+	names := []string{"matmul partial sums", "matmul partial sums 2"}
+	for i, l := range ls {
+		switch {
+		case l.slices <= 1:
+		case held[i]:
+			n := l.slices * l.elems()
+			l.out = be.scratch[heldScratch].view(be.heldUsed, n)
+			be.heldUsed += alignUp(n)
+		default:
+			l.out = be.scratchTensor(names[i], l.slices*l.elems())
+		}
+	}
+	return held
+}
+
+// overlapping reports whether any two of ts overlap.
+func overlapping(ts []*tensor) bool {
+	for i, t := range ts {
+		if overlapsAny(t, ts[:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdReduces holds the reduces placePartials chose to hold, once their products are
+// recorded.
+func (be *Backend) holdReduces(ms []*matmulCall, ls []*launch, held []bool) {
+	for i, mm := range ms {
+		if held[i] {
+			h := heldReduce{c: mm.c, part: ls[i].out, M: mm.M, N: mm.N, slices: ls[i].slices, accumulate: mm.accumulate}
+			if mm.dbias != nil {
+				h.bias = mm.dbias
+			}
+			be.held = append(be.held, h)
+		}
+	}
+}
+
+// heldCap returns the elements the held partial sums' scratch has room for.
+func (be *Backend) heldCap() int {
+	if t := be.scratch[heldScratch]; t != nil {
+		return t.n
+	}
+	return 0
+}
+
+// heldFits reports whether the targets of the held reduces and ts lie in at most two buffers
+// (reduce.wgsl binds two).
+func (be *Backend) heldFits(ts []*tensor) bool {
+	var bufs []*gpu.Buffer
+	for i := range be.held {
+		ts = append(ts, be.held[i].targets()...)
+	}
+	for _, t := range ts {
+		if !slices.Contains(bufs, t.buf) {
+			bufs = append(bufs, t.buf)
+		}
+	}
+	return len(bufs) <= 2
+}
+
+// flushReduces runs the held reduces, as one dispatch.
+func (be *Backend) flushReduces() {
+	hs := be.held
+	if len(hs) == 0 {
+		return
+	}
+	be.held, be.heldUsed = nil, 0
+	var bufs []*gpu.Buffer
+	sel := func(t *tensor) uint32 {
+		if i := slices.Index(bufs, t.buf); i >= 0 {
+			return uint32(i)
+		}
+		bufs = append(bufs, t.buf)
+		return uint32(len(bufs) - 1)
+	}
+	prm, elems := []uint32{uint32(len(hs))}, 0
+	for _, h := range hs {
+		flags, biasOff := sel(h.c), uint32(0)
+		if h.bias != nil {
+			flags |= sel(h.bias)<<1 | 8
+			biasOff = uint32(h.bias.off)
+		}
+		if h.accumulate {
+			flags |= 4
+		}
+		rows := h.M
+		if h.bias != nil {
+			rows++
+		}
+		elems += rows * h.N
+		prm = append(prm, uint32(h.c.off), biasOff, uint32(h.part.off), uint32(h.M), uint32(h.N), uint32(h.slices)|flags<<16)
+	}
+	whole := func(b *gpu.Buffer) *tensor { return &tensor{buf: b, n: int(b.Size() / 4)} }
+	d1 := be.unused(2)
+	if len(bufs) > 1 {
+		d1 = whole(bufs[1])
+	}
+	x, y := be.reduceGroups(elems)
+	be.run(be.kernel("reduce", "multi", 3, 0), prm, []*tensor{whole(bufs[0]), d1, whole(hs[0].part.buf)}, x, y)
+}
+
+// alignUp rounds n up to a whole number of backend.SliceAlign, where a binding may start.
+func alignUp(n int) int {
+	return (n + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
 }
 
 // matmulTile is the side of the tiles of C that matmul.wgsl's main64 computes, one per
@@ -771,6 +964,13 @@ func (a adamUpdate) joins(u adamUpdate) bool {
 // training step's blocks are all found among those written before.
 func adamParams(h backend.AdamParams, n int, wd uint32) []uint32 {
 	return []uint32{uint32(n), f32(h.Beta1), f32(h.Beta2), f32(h.Eps), wd, f32(h.Clip)}
+}
+
+// settleAll records everything held back, the held reduces included (see holdReduces): before
+// the host reads, writes or releases a tensor.
+func (be *Backend) settleAll() {
+	be.settle()
+	be.flushReduces()
 }
 
 // settle records the held-back add or product(s) and the gathered AdamW calls. Every other

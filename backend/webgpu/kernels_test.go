@@ -199,13 +199,13 @@ func TestMatMulBiasGrad(t *testing.T) {
 		e.check(name, flat, 1e-5*math.Sqrt(float64(N)))
 		// Fused: the bias gradient adds no dispatch to the product's.
 		count := func(bias bool) int {
-			e.g.settle()
+			e.g.settleAll()
 			d0 := e.g.dev.Stats().Dispatches
 			e.g.MatMul(dw.g, in.g, dout.g, IC, OC, N, backend.TN, true)
 			if bias {
 				e.g.BiasBackward(db.g, dout.g, N, OC)
 			}
-			e.g.settle()
+			e.g.settleAll()
 			return e.g.dev.Stats().Dispatches - d0
 		}
 		count(false) // allocates the scratch a product without a bias binds, outside the count
@@ -805,10 +805,10 @@ func TestEpilogues(t *testing.T) {
 			}
 
 			count := func(op func()) int {
-				e.g.settle()
+				e.g.settleAll()
 				d0 := e.g.dev.Stats().Dispatches
 				op()
-				e.g.settle()
+				e.g.settleAll()
 				return e.g.dev.Stats().Dispatches - d0
 			}
 			product := count(func() { e.g.MatMul(out.g, in.g, w.g, M, N, K, backend.NN, false) })
@@ -858,10 +858,10 @@ func TestLinearBackwardPair(t *testing.T) {
 		}
 
 		// One product dispatch for both, and one reduce if either splits K.
-		e.g.settle()
+		e.g.settleAll()
 		d0 := e.g.dev.Stats().Dispatches
 		e.g.LinearBackward(din.g, dw.g, db.g, dout.g, in.g, w.g, f.g, N, IC, OC, false)
-		e.g.settle()
+		e.g.settleAll()
 		if n := e.g.dev.Stats().Dispatches - d0; n != s[3] {
 			t.Errorf("%s: %d dispatches for the pair, want %d", name, n, s[3])
 		}
@@ -890,6 +890,80 @@ func TestPairSplit(t *testing.T) {
 		if s1, s2 := pairSplit(m1, m2); s1 != c.want1 || s2 != c.want2 {
 			t.Errorf("%s: slices %d and %d, want %d and %d", c.name, s1, s2, c.want1, c.want2)
 		}
+	}
+}
+
+// A layer's backward pass as the model records it: the MLP's two linear layers (the second's
+// input gradient through the LayerNorm's backward pass), every weight gradient and the input
+// gradient of the first split. The reduces are held back and run together where the LayerNorm
+// reads the input gradient: four dispatches, not six, and the CPU's results. Then what must
+// come after a held reduce does: a copy of its weight gradient, an upload over it, a second
+// gradient added into it, more reduces held than one dispatch takes.
+func TestHeldReduces(t *testing.T) {
+	e := newEnv(t, 31)
+	const N, C, F = 700, 48, 400
+	flat := (C*F+63)/64*64*2 + 2*F
+	grads := e.in(e.randn(flat, 1))
+	view := func(off, n int) pair { return e.slice(grads, off, n) }
+	woff := (C*F + 63) / 64 * 64
+	fcW, prW := view(0, C*F), view(woff, C*F)
+	fcB, prB := view(2*woff, F), view(2*woff+(F+63)/64*64, C)
+	w1, w2 := e.in(e.randn(C*F, 0.3)), e.in(e.randn(F*C, 0.3))
+	x, g, b := e.in(e.randn(N*C, 2)), e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+	ln, mean, rstd := e.out(N*C), e.out(N), e.out(N)
+	act, dgelu, dout := e.in(e.randn(N*F, 1)), e.in(e.randn(N*F, 1)), e.in(e.randn(N*C, 1))
+	dfch, dln, dres := e.out(N*F), e.out(N*C), e.in(e.randn(N*C, 1))
+	dg, db := e.in(e.randn(C, 1)), e.in(e.randn(C, 1))
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		be.LayerNorm(pick(ln), pick(mean), pick(rstd), pick(x), pick(g), pick(b), N, C)
+	})
+	e.g.settleAll()
+	d0 := e.g.dev.Stats().Dispatches
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		be.LinearBackward(pick(dfch), pick(prW), pick(prB), pick(dout), pick(act), pick(w2), pick(dgelu), N, F, C, false)
+		be.LinearLayerNormBackward(pick(dln), pick(fcW), pick(fcB), pick(dfch), pick(ln), pick(w1),
+			pick(dres), pick(dg), pick(db), pick(x), pick(g), pick(mean), pick(rstd), N, C, F)
+	})
+	if n := e.g.dev.Stats().Dispatches - d0; n != 4 {
+		t.Errorf("the MLP's backward pass: %d dispatches, want 4 (two products, one reduce, the LayerNorm's)", n)
+	}
+	e.check("dfch", dfch, 1e-5*math.Sqrt(float64(C)))
+	e.check("dln", dln, 1e-5*math.Sqrt(float64(F)))
+	e.check("grads", grads, 1e-5*math.Sqrt(float64(N)))
+	e.check("dres", dres, 1e-4*math.Sqrt(float64(F)))
+
+	// A kernel that reads a held reduce's C, and an upload over another's, come after them.
+	cp := e.out(C * F)
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		be.LinearBackward(pick(dfch), pick(prW), pick(prB), pick(dout), pick(act), pick(w2), nil, N, F, C, false)
+		be.Copy(pick(cp), pick(prW), C*F)
+	})
+	e.check("a copy of a held weight gradient", cp, 1e-5*math.Sqrt(float64(N)))
+	up := e.randn(C*F, 1)
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		be.LinearBackward(pick(dfch), pick(prW), pick(prB), pick(dout), pick(act), pick(w2), nil, N, F, C, false)
+		be.Upload(pick(prW), up)
+	})
+	e.check("an upload over a held weight gradient", grads, 1e-5*math.Sqrt(float64(N)))
+	// Two gradients added into one: the second's reduce waits for the first's.
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		for range 2 {
+			be.LinearBackward(pick(dfch), pick(prW), pick(prB), pick(dout), pick(act), pick(w2), nil, N, F, C, false)
+		}
+	})
+	e.check("two gradients added into one", grads, 2e-5*math.Sqrt(float64(N)))
+	// More weight gradients than one reduce dispatch takes, each into a tensor of its own.
+	ws := make([]pair, maxHeld+2)
+	for i := range ws {
+		ws[i] = e.in(e.randn(C*F, 1))
+	}
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		for _, w := range ws {
+			be.MatMul(pick(w), pick(ln), pick(dfch), C, F, N, backend.TN, true)
+		}
+	})
+	for i, w := range ws {
+		e.check(fmt.Sprintf("weight gradient %d of %d", i+1, len(ws)), w, 1e-5*math.Sqrt(float64(N)))
 	}
 }
 
@@ -1036,11 +1110,11 @@ func TestAddLayerNorm(t *testing.T) {
 			e.check(what+" mean", mean, 1e-5)
 			e.check(what+" rstd", rstd, 1e-5)
 		}
-		e.g.settle()
+		e.g.settleAll()
 		d0 := e.g.dev.Stats().Dispatches
 		e.g.Add(sum.g, x.g, y.g, n)
 		e.g.LayerNorm(out.g, mean.g, rstd.g, sum.g, g.g, b.g, N, C)
-		e.g.settle()
+		e.g.settleAll()
 		if d := e.g.dev.Stats().Dispatches - d0; d != 1 {
 			t.Errorf("%s: %d dispatches for the add and the layer norm, want 1", name, d)
 		}

@@ -147,6 +147,10 @@ type Backend struct {
 	mm2  *matmulCall  // a second product held with mm, to run in one dispatch with it
 	sum  *addCall     // a residual add held back to run with the layer norm of its result
 	adam []adamUpdate // AdamW calls gathered for one dispatch (see settle)
+	// The reduces of split products held back to run together (see holdReduces), and the
+	// elements of the held partial sums' scratch they use.
+	held     []heldReduce
+	heldUsed int
 	// The segment table adamw_multi was last given, and the tensor it was written to.
 	adamTable *tensor
 	adamSegs  []int32
@@ -389,6 +393,9 @@ func (be *Backend) ok() bool { return be.Err() == nil }
 // run records one dispatch of a kernel.
 func (be *Backend) run(k *gpu.Kernel, params []uint32, ts []*tensor, x, y int) {
 	be.settle()
+	if len(be.held) > 0 && be.heldTouches(ts) {
+		be.flushReduces() // they come first
+	}
 	if k == nil || !be.ok() {
 		return
 	}
@@ -494,7 +501,7 @@ func (be *Backend) Slice(t backend.Tensor, off, n int) backend.Tensor {
 func (be *Backend) SegmentLen() int { return be.segment }
 
 func (be *Backend) write(t *tensor, words int, put func(b []byte)) {
-	be.settle()
+	be.settleAll()
 	if !be.ok() || words == 0 {
 		return
 	}
@@ -540,7 +547,7 @@ func (be *Backend) UploadInt(t backend.Tensor, src []int32) {
 // from off (a range past the tensor's end is a programming error). It returns nil when there
 // is nothing to read.
 func (be *Backend) downloadSource(dst []float32, t backend.Tensor, off int) *tensor {
-	be.settle()
+	be.settleAll()
 	if len(dst) == 0 {
 		return nil
 	}
@@ -609,7 +616,7 @@ func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
 
 // Await implements backend.Backend.
 func (be *Backend) Await() {
-	be.settle()
+	be.settleAll()
 	err := be.dev.Await()
 	for i := range be.later {
 		r := &be.later[i]
@@ -660,7 +667,7 @@ func (be *Backend) Copy(dst, src backend.Tensor, n int) {
 
 // Release implements backend.Backend.
 func (be *Backend) Release(t backend.Tensor) {
-	be.settle()
+	be.settleAll()
 	tt := ten(t)
 	if tt.owner {
 		for _, p := range append([]*tensor{tt}, tt.parts...) {
