@@ -238,7 +238,7 @@ func (be *Backend) recordMatmul(mm *matmulCall) {
 		be.run(be.kernel("matmul", "gemv", 5, 0), l.prob, []*tensor{mm.c, mm.a, mm.b, bias, ep}, x, y)
 		return
 	}
-	held := be.placePartials([]*matmulCall{mm}, []*launch{&l}, []*tensor{mm.a, mm.b, bias, ep})
+	held := be.placePartials([]*matmulCall{mm}, []*launch{&l}, []*tensor{mm.c, mm.a, mm.b, bias, ep})
 	be.run(be.kernel("matmul", "main64", 5, 0), l.prob, []*tensor{l.out, mm.a, mm.b, bias, ep}, l.tilesN, l.tilesM*l.slices)
 	if l.slices > 1 && !held[0] {
 		x, y := be.reduceGroups(l.elems())
@@ -255,7 +255,7 @@ func (be *Backend) recordDual(m1, m2 *matmulCall) {
 	l1, l2 := be.plan(m1, s1), be.plan(m2, s2)
 	bias, ep := be.or(l2.bias, 4), be.or(l1.ep, 5)
 	ms, ls := []*matmulCall{m1, m2}, []*launch{&l1, &l2}
-	held := be.placePartials(ms, ls, []*tensor{m1.c, m1.a, m1.b, bias, ep, m2.a})
+	held := be.placePartials(ms, ls, []*tensor{m1.c, m1.a, m1.b, bias, ep, m2.c, m2.a})
 	n1, n2 := l1.tilesN*l1.tilesM*l1.slices, l2.tilesN*l2.tilesM*l2.slices
 	prm := append(append(append([]uint32(nil), l1.prob...), l2.prob...), uint32(n1), uint32(n2))
 	x, y := be.grid(n1 + n2)
@@ -323,7 +323,7 @@ func (be *Backend) heldTouches(ts []*tensor) bool {
 }
 
 // placePartials gives each split product of one dispatch (ms and their launches ls, whose
-// dispatch also binds binds) the place of its partial sums: in the held partial sums'
+// dispatch also binds binds, the products' C among them) the place of its partial sums: in the held partial sums'
 // scratch where its reduce is to be held, else in the scratch tensor of its position in the
 // dispatch. It reports which reduces are to be held, first running the ones held so far if
 // they must come before this dispatch or make room.
@@ -337,7 +337,8 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 		if l.slices <= 1 {
 			continue
 		}
-		if mm.bias != nil || mm.epilogue != epNone || need+alignUp(l.slices*l.elems()) > lim {
+		if mm.bias != nil || mm.epilogue != epNone || need+alignUp(l.slices*l.elems()) > lim ||
+			!be.ok() || !bindable(mm.c) || mm.dbias != nil && !bindable(mm.dbias) {
 			all = false
 			continue
 		}
@@ -354,12 +355,14 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
 		be.flushReduces()
 	}
-	if count > maxHeld || !be.heldFits(add) || overlapping(add) {
+	if !be.heldFits(add) || overlapping(add) {
 		clear(held) // these alone cannot be held: reduced now
 		need = 0
 	}
 	if need > be.heldCap() {
-		be.scratchTensor(heldScratch, min(lim, max(need, 4<<20)))
+		if s := be.scratchTensor(heldScratch, min(lim, max(need, heldMinScratch))); !bindable(s) {
+			clear(held) // the allocation failed (the backend's error says why)
+		}
 	}
 	names := []string{"matmul partial sums", "matmul partial sums 2"}
 	for i, l := range ls {
@@ -375,6 +378,12 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 	}
 	return held
 }
+
+// heldMinScratch is the least the held partial sums' scratch is allocated with (elements).
+var heldMinScratch = 4 << 20
+
+// bindable reports whether t can be bound to a dispatch: it lies in one buffer, not released.
+func bindable(t *tensor) bool { return t != nil && t.parts == nil && t.buf != nil }
 
 // overlapping reports whether any two of ts overlap.
 func overlapping(ts []*tensor) bool {
@@ -396,6 +405,9 @@ func (be *Backend) holdReduces(ms []*matmulCall, ls []*launch, held []bool) {
 				h.bias = mm.dbias
 			}
 			be.held = append(be.held, h)
+			// In step with the partial sums placed, even if a dispatch in between ran the held
+			// reduces (placePartials flushes first where the product's dispatch would).
+			be.heldUsed = max(be.heldUsed, h.part.off+alignUp(h.part.n))
 		}
 	}
 }
@@ -410,8 +422,9 @@ func (be *Backend) heldCap() int {
 
 // heldFits reports whether the targets of the held reduces and ts lie in at most two buffers
 // (reduce.wgsl binds two).
-func (be *Backend) heldFits(ts []*tensor) bool {
+func (be *Backend) heldFits(add []*tensor) bool {
 	var bufs []*gpu.Buffer
+	ts := slices.Clone(add)
 	for i := range be.held {
 		ts = append(ts, be.held[i].targets()...)
 	}
@@ -430,6 +443,15 @@ func (be *Backend) flushReduces() {
 		return
 	}
 	be.held, be.heldUsed = nil, 0
+	if !be.ok() {
+		return
+	}
+	for _, h := range hs {
+		if !bindable(h.c) || !bindable(h.part) || h.bias != nil && !bindable(h.bias) {
+			be.fail(fmt.Errorf("a held reduce's tensors were released before it ran"))
+			return
+		}
+	}
 	var bufs []*gpu.Buffer
 	sel := func(t *tensor) uint32 {
 		if i := slices.Index(bufs, t.buf); i >= 0 {
@@ -508,8 +530,9 @@ func splitK(tiles, K, elems int) int {
 // pairSplit returns the slices of K for the two products of a pair (dual64), 0 for splitK's
 // choice. splitK sizes one product's grid as if it ran alone; in a pair the other product's
 // workgroups fill the GPU too, so where both products split K and their tiles together are
-// still under 256, their slices are made at least pairSlice long: fewer partial sums to write
-// and add up. (On an H100, against splitK alone: large 2.2% faster, xl 1.0%, huge 0.9%, the
+// still under 256, each is split into at most ⌈K/pairSlice⌉ slices: fewer partial sums to
+// write and add up. (So a K of 384 to 640 makes two slices, which splitK avoids for a product
+// alone: measured, in a pair they pay.) (On an H100, against splitK alone: large 2.2% faster, xl 1.0%, huge 0.9%, the
 // others unchanged; slices of at least 384 left large unchanged and gained 1.5% at xl, 0.9% at
 // massive; docs/performance.md, forty-second session.)
 func pairSplit(m1, m2 *matmulCall) (int, int) {
@@ -522,7 +545,7 @@ func pairSplit(m1, m2 *matmulCall) (int, int) {
 		min(splitK(t2, m2.K, e2), (m2.K+pairSlice-1)/pairSlice)
 }
 
-// pairSlice is the shortest slice of K that pairSplit makes.
+// pairSlice is the length of K a slice of pairSplit's has about.
 const pairSlice = 320
 
 // tiles returns the number of tiles of C that mm's product computes and the elements of C,

@@ -970,6 +970,127 @@ func TestHeldReduces(t *testing.T) {
 	}
 }
 
+// When held reduces must run, and what they must equal: matmul.wgsl's reduce bit for bit;
+// two weight gradients into one C (no bias) in turn; more than one dispatch takes, in views of
+// one tensor; a scratch too small for the next (it runs them, then grows); a pair whose second
+// product writes a held reduce's C; a released C; after an error, without a panic.
+func TestHeldReducesFlush(t *testing.T) {
+	e := newEnv(t, 37)
+	const C, F, N = 48, 400, 700
+	x, d := e.in(e.randn(N*C, 1)), e.in(e.randn(N*F, 1))
+	count := func(op func()) int {
+		e.g.settleAll()
+		d0 := e.g.dev.Stats().Dispatches
+		op()
+		e.g.settleAll()
+		return e.g.dev.Stats().Dispatches - d0
+	}
+	tn := func(w pair) func(be backend.Backend, pick func(pair) backend.Tensor) {
+		return func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.MatMul(pick(w), pick(x), pick(d), C, F, N, backend.TN, true)
+		}
+	}
+
+	// A product with a bias reduces at once (reduce); without, it is held (multi): the same sums.
+	a, b, bias := e.in(e.randn(256*N, 1)), e.in(e.randn(N*C, 1)), e.in(e.randn(C, 1))
+	y1, y2 := e.out(256*C), e.out(256*C)
+	e.g.MatMul(y1.g, a.g, b.g, 256, C, N, backend.NN, false)
+	e.g.AddBias(y1.g, bias.g, 256, C)
+	e.g.MatMul(y2.g, a.g, b.g, 256, C, N, backend.NN, false)
+	e.g.settleAll()
+	e.g.AddBias(y2.g, bias.g, 256, C)
+	v1, v2 := make([]float32, 256*C), make([]float32, 256*C)
+	e.g.Download(v1, y1.g, 0)
+	e.g.Download(v2, y2.g, 0)
+	for i := range v1 {
+		if math.Float32bits(v1[i]) != math.Float32bits(v2[i]) {
+			t.Fatalf("held reduce: element %d is %v, reduce's %v", i, v2[i], v1[i])
+		}
+	}
+
+	// Two into one: the second waits for the first's reduce.
+	w := e.in(e.randn(C*F, 1))
+	if n := count(func() { e.both(tn(w)); e.both(tn(w)) }); n != 4 {
+		t.Errorf("two weight gradients into one: %d dispatches, want 4 (product, reduce, product, reduce)", n)
+	}
+	e.check("two weight gradients into one", w, 2e-5*math.Sqrt(N))
+
+	// maxHeld+2 into views of one tensor: a reduce dispatch when the held are maxHeld, one at the end.
+	woff := (C*F + 63) / 64 * 64
+	flat := e.in(e.randn(woff*(maxHeld+2), 1))
+	views := make([]pair, maxHeld+2)
+	for i := range views {
+		views[i] = e.slice(flat, i*woff, C*F)
+	}
+	if n := count(func() {
+		for _, v := range views {
+			e.both(tn(v))
+		}
+	}); n != len(views)+2 {
+		t.Errorf("%d weight gradients: %d dispatches, want %d", len(views), n, len(views)+2)
+	}
+	e.check("weight gradients in one tensor", flat, 1e-5*math.Sqrt(N))
+
+	// A scratch with room for one product's partial sums: each next product runs the held first.
+	defer func(n int) { heldMinScratch = n }(heldMinScratch)
+	heldMinScratch = 64
+	delete(e.g.scratch, heldScratch)
+	ws := []pair{e.in(e.randn(C*F, 1)), e.in(e.randn(C*F, 1)), e.in(e.randn(2*C*F, 1))}
+	d2 := e.in(e.randn(N*2*F, 1))
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		tn(ws[0])(be, pick)
+		tn(ws[1])(be, pick)
+		be.MatMul(pick(ws[2]), pick(x), pick(d2), C, 2*F, N, backend.TN, true) // grows it
+	})
+	for i, w := range ws {
+		e.check(fmt.Sprintf("with a small scratch, gradient %d", i), w, 1e-5*math.Sqrt(N))
+	}
+
+	// A pair whose input gradient is split and held, and whose weight gradient (not split)
+	// writes the C of a reduce held before: that one runs first, and the sums stay apart.
+	dW, dW2 := e.in(e.randn(C*F, 1)), e.in(e.randn(96*F, 1))
+	x2 := e.in(e.randn(N*96, 1))
+	din, dout, wt, in := e.out(256*C), e.in(e.randn(256*F, 1)), e.in(e.randn(C*F, 1)), e.in(e.randn(256*C, 1))
+	e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+		be.MatMul(pick(dW), pick(x), pick(d), C, F, N, backend.TN, true)
+		be.MatMul(pick(din), pick(dout), pick(wt), 256, C, F, backend.NT, false)
+		be.MatMul(pick(dW), pick(in), pick(dout), C, F, 256, backend.TN, true)
+		be.MatMul(pick(dW2), pick(x2), pick(d), 96, F, N, backend.TN, true)
+	})
+	e.check("pair: din", din, 1e-5*math.Sqrt(F))
+	e.check("pair: dW", dW, 1e-5*math.Sqrt(N+256))
+	e.check("pair: dW2", dW2, 1e-5*math.Sqrt(N))
+
+	// Releasing a held reduce's C runs it first: no error.
+	r := e.g.Alloc(C * F)
+	e.g.MatMul(r, x.g, d.g, C, F, N, backend.TN, true)
+	e.g.Release(r)
+	e.g.settleAll()
+	if err := e.g.Err(); err != nil {
+		t.Fatalf("a held reduce's C released: %v", err)
+	}
+
+	// After an error, or into a released C, a split product fails cleanly.
+	for _, c := range []string{"after an error", "released C"} {
+		be, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dW, x, d := be.Alloc(C*F), be.Alloc(N*C), be.Alloc(N*F)
+		if c == "released C" {
+			be.Release(dW)
+		} else {
+			be.fail(errors.New("out of memory, as if"))
+		}
+		be.MatMul(dW, x, d, C, F, N, backend.TN, true)
+		be.Download(make([]float32, 4), x, 0)
+		if be.Err() == nil {
+			t.Errorf("%s: no error", c)
+		}
+		be.Close()
+	}
+}
+
 // A linear layer's backward pass followed by the backward pass of the LayerNorm that produced
 // its input, as the model calls it, equal to the CPU's (which runs the LayerNorm on the input
 // gradient's tiles): rows that are whole blocks and rows that are not, one split product.

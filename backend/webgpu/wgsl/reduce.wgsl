@@ -1,10 +1,11 @@
 // Finishes products whose K was split (matmul.wgsl), several in one dispatch. A split product
 // leaves the partial sums of its slices; rather than a dispatch of matmul.wgsl's reduce right
-// after it, its reduce is held back (kernels.go, holdReduce) until something reads or writes
-// what it would write, and the reduces held by then run here together. In a layer's backward
-// pass that is two dispatches instead of four. The arithmetic is reduce's: C(i, j) =
-// Σ_s partial_s(i, j), slices in order, + C with accumulate; a bias gradient's row (the
-// partial sums' row M) is added to its bias. (Products with a bias or an epilogue are not held.)
+// after it, its reduce is held back (kernels.go, placePartials and holdReduces) until
+// something reads or writes what it would write, and the reduces held by then run here
+// together. In a layer's backward pass that is two dispatches instead of four. The arithmetic
+// is reduce's: C(i, j) = Σ_s partial_s(i, j), slices in order, + C with accumulate; a bias
+// gradient's row (the partial sums' row M) is added to its bias. (Products with a bias or an
+// epilogue are not held.)
 //
 // Where things are: the C (and bias) of every product lies in one of two buffers, d0 and d1,
 // bound whole; every product's partial sums lie in part, also bound whole; the parameters give
