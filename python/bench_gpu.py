@@ -4,7 +4,9 @@
 For each preset it runs `tinygpt bench --backend webgpu --json` (our static binary) and the
 same training step in PyTorch (bench_torch.py: the reference model with fused attention,
 global-norm clipping at 1.0, AdamW with the same decay groups, fp32, random tokens, the loss
-read back to the host every step), in three modes: eager, torch.compile, and
+read back to the host every step, each step launched before the previous one's loss is read,
+as tinygpt times itself; TINYGPT_TORCH_SYNC_EACH=1 times each step alone between
+synchronizations instead), in three modes: eager, torch.compile, and
 torch.compile(mode="reduce-overhead") (CUDA graphs). It prints the median ms/step of each and
 our ratio to PyTorch's best (ours / best: below 1 means tinygpt is faster), the convention of
 the targets and of compare_cpu.py.
@@ -67,7 +69,8 @@ def main():
         row = {}
         for m in modes:
             try:
-                row[m] = bench_torch.bench(p, "cuda", m, args.steps, args.warmup)["ms_per_step"]
+                row[m] = bench_torch.bench(p, "cuda", m, args.steps, args.warmup,
+                                           os.environ.get("TINYGPT_TORCH_SYNC_EACH") == "1")["ms_per_step"]
             except Exception as e:  # a mode that fails (e.g. out of memory) is reported, not fatal
                 print(f"  {p} {m}: {type(e).__name__}: {e}", file=sys.stderr)
                 row[m] = float("nan")

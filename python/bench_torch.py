@@ -78,7 +78,10 @@ def forward(p, cfg, idx, dropout=0.0):
     return x @ p["token_embedding.weight"].T
 
 
-def bench(name, device, mode, steps, warmup):
+def bench(name, device, mode, steps, warmup, sync_each=False):
+    """Times steps training steps of preset name after warmup untimed ones. On a GPU each step
+    is launched before the last one's loss is read (see below); with sync_each, each step is
+    timed alone between two synchronizations instead, the host's launches not overlapped."""
     cfg, batch = config(name)
     state = ref.init_state(cfg, seed=1, dtype=torch.float32, device=device)
     params = {n: t.requires_grad_(True) for n, t in state.params.items()}
@@ -96,6 +99,10 @@ def bench(name, device, mode, steps, warmup):
         logits = forward(params, cfg, rows[:, :-1])
         return F.cross_entropy(logits.reshape(-1, ref.VOCAB), rows[:, 1:].reshape(-1))
 
+    if mode != "eager":
+        # Compile each preset afresh: after a first preset, torch.compile would compile the
+        # next one's shapes as dynamic (and Inductor 2.11 failed an assertion doing so).
+        torch._dynamo.reset()
     if mode == "eager":
         loss_step = loss_of
     elif mode == "compile":
@@ -116,20 +123,43 @@ def bench(name, device, mode, steps, warmup):
             torch.cuda.synchronize()
 
     times, losses = [], []
-    for i in range(warmup + steps):
-        rows = torch.randint(0, ref.VOCAB, (batch, cfg.ctx + 1), generator=gen).to(device)
+    if device.startswith("cuda") and not sync_each:
+        # Timed as `tinygpt bench` times itself: each step is launched before the loss of the
+        # one before is read back, so the host launches a step while the GPU runs the last
+        # (as a training loop that logs every step's loss runs), and a step's time is the
+        # interval between two reads. The batches are made on the GPU first; each step's loss
+        # is copied out at once (CUDA graphs reuse their outputs).
+        batches = [torch.randint(0, ref.VOCAB, (batch, cfg.ctx + 1), generator=gen).to(device)
+                   for _ in range(warmup + steps + 1)]
         sync()
-        t0 = time.perf_counter()
-        loss = step(rows)
+        prev, last = None, time.perf_counter()
+        for i, rows in enumerate(batches):
+            loss = step(rows).detach().clone()
+            if prev is not None:
+                v = prev.item()
+                now = time.perf_counter()
+                if i > warmup:
+                    times.append((now - last) * 1e3)
+                    losses.append(v)
+                last = now
+            prev = loss
         sync()
-        dt = time.perf_counter() - t0
-        if i >= warmup:
-            times.append(dt * 1e3)
-            losses.append(loss.item())
+    else:
+        for i in range(warmup + steps):
+            rows = torch.randint(0, ref.VOCAB, (batch, cfg.ctx + 1), generator=gen).to(device)
+            sync()
+            t0 = time.perf_counter()
+            loss = step(rows)
+            sync()
+            dt = time.perf_counter() - t0
+            if i >= warmup:
+                times.append(dt * 1e3)
+                losses.append(loss.item())
     return {
         "preset": name, "device": device, "mode": mode, "threads": torch.get_num_threads(),
         "batch": batch, "ctx": cfg.ctx, "params": ref.num_params(cfg),
         "ms_per_step": statistics.median(times), "min_ms": min(times), "steps": steps,
+        "timing": "sync-each" if sync_each or not device.startswith("cuda") else "pipelined",
         "loss": sum(losses) / len(losses), "torch": torch.__version__,
     }
 
@@ -142,11 +172,13 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch's default)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--sync-each", action="store_true",
+                    help="GPU: time each step alone between synchronizations (not overlapped)")
     a = ap.parse_args(argv)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     for name in a.presets.split(","):
-        r = bench(name.strip(), a.device, a.mode, a.steps, a.warmup)
+        r = bench(name.strip(), a.device, a.mode, a.steps, a.warmup, a.sync_each)
         if not math.isfinite(r["loss"]):
             sys.exit(f"{name}: loss is not finite")
         print(json.dumps(r), flush=True)
