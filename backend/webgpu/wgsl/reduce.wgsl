@@ -1,6 +1,6 @@
 // Finishes products whose K was split (matmul.wgsl), several in one dispatch. A split product
 // leaves the partial sums of its slices; rather than a dispatch of matmul.wgsl's reduce right
-// after it, its reduce is held back (kernels.go, placePartials and holdReduces) until
+// after it, its reduce is held back (matmul.go, placePartials and holdReduces) until
 // something reads or writes what it would write, and the reduces held by then run here
 // together. In a layer's backward pass that is two dispatches instead of four. The arithmetic
 // is reduce's: C(i, j) = Σ_s partial_s(i, j), slices in order, + C with accumulate; a bias
