@@ -226,7 +226,7 @@ func (be *Backend) heldTouches(ts []*tensor) bool {
 	for i := range be.held {
 		h := &be.held[i]
 		for _, t := range ts {
-			if t != nil && (overlapsAny(t, h.targets()) || overlaps(t, h.part)) {
+			if t != nil && (overlaps(t, h.c) || h.bias != nil && overlaps(t, h.bias) || overlaps(t, h.part)) {
 				return true
 			}
 		}
@@ -235,10 +235,10 @@ func (be *Backend) heldTouches(ts []*tensor) bool {
 }
 
 // placePartials gives each split product of one dispatch (ms and their launches ls, whose
-// dispatch also binds binds, the products' C among them) the place of its partial sums: in the held partial sums'
-// scratch where its reduce is to be held, else in the scratch tensor of its position in the
-// dispatch. It reports which reduces are to be held, first running the ones held so far if
-// they must come before this dispatch or make room.
+// dispatch also binds binds, the products' C among them) the place of its partial sums: in
+// the held partial sums' scratch where its reduce is to be held, else in the scratch tensor
+// of its position in the dispatch. It reports which reduces are to be held, first running
+// the ones held so far if they must come before this dispatch or make room.
 func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor) []bool {
 	held := make([]bool, len(ms))
 	need, count, add := 0, 0, []*tensor(nil)
