@@ -92,11 +92,11 @@ func (be *Backend) plan(mm *matmulCall, slices int) launch {
 		hasBias = 1
 	}
 	// A bias gradient is one more row of C, from a row of ones in op(A) (matmul.wgsl).
-	rows, biasGrad, bias := mm.M, uint32(0), mm.bias
+	biasGrad, bias := uint32(0), mm.bias
 	if mm.dbias != nil {
-		rows, biasGrad, bias = mm.M+1, 1, mm.dbias
+		biasGrad, bias = 1, mm.dbias
 	}
-	tilesM, tilesN := (rows+matmulTile-1)/matmulTile, (mm.N+matmulTile-1)/matmulTile
+	tilesM, tilesN, rows := tileGrid(mm)
 	if slices == 0 {
 		slices = splitK(tilesM*tilesN, mm.K, rows*mm.N)
 	}
@@ -444,30 +444,31 @@ func splitK(tiles, K, elems int) int {
 // workgroups fill the GPU too, so where both products split K and their tiles together are
 // still under 256, each is split into at most ⌈K/pairSlice⌉ slices: fewer partial sums to
 // write and add up. (So a K of 384 to 640 makes two slices, which splitK avoids for a product
-// alone: measured, in a pair they pay.) (On an H100, against splitK alone: large 2.2% faster, xl 1.0%, huge 0.9%, the
-// others unchanged; slices of at least 384 left large unchanged and gained 1.5% at xl, 0.9% at
-// massive; docs/performance.md, forty-second session.)
+// alone: measured, in a pair they pay.) On an H100, against splitK alone: large 2.2% faster,
+// xl 1.0%, huge 0.9%, the others unchanged; slices of at least 384 left large unchanged and
+// gained 1.5% at xl, 0.9% at massive (docs/performance.md, forty-second session).
 func pairSplit(m1, m2 *matmulCall) (int, int) {
-	t1, e1 := tiles(m1)
-	t2, e2 := tiles(m2)
+	tm1, tn1, r1 := tileGrid(m1)
+	tm2, tn2, r2 := tileGrid(m2)
+	t1, t2 := tm1*tn1, tm2*tn2
 	if m1.K < 3*minSlice || m2.K < 3*minSlice || t1+t2 >= 256 {
 		return 0, 0
 	}
-	return min(splitK(t1, m1.K, e1), (m1.K+pairSlice-1)/pairSlice),
-		min(splitK(t2, m2.K, e2), (m2.K+pairSlice-1)/pairSlice)
+	return min(splitK(t1, m1.K, r1*m1.N), (m1.K+pairSlice-1)/pairSlice),
+		min(splitK(t2, m2.K, r2*m2.N), (m2.K+pairSlice-1)/pairSlice)
 }
 
 // pairSlice is the length of K a slice of pairSplit's has about.
 const pairSlice = 320
 
-// tiles returns the number of tiles of C that mm's product computes and the elements of C,
-// its bias-gradient row included.
-func tiles(mm *matmulCall) (n, elems int) {
-	rows := mm.M
+// tileGrid returns the tile rows and columns of C that mm's product computes, and C's rows,
+// the bias gradient's included.
+func tileGrid(mm *matmulCall) (tilesM, tilesN, rows int) {
+	rows = mm.M
 	if mm.dbias != nil {
 		rows++
 	}
-	return ((rows + matmulTile - 1) / matmulTile) * ((mm.N + matmulTile - 1) / matmulTile), rows * mm.N
+	return (rows + matmulTile - 1) / matmulTile, (mm.N + matmulTile - 1) / matmulTile, rows
 }
 
 // minSlice is the shortest slice of K that splitK makes.
