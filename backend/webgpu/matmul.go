@@ -260,19 +260,25 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 			add = append(add, mm.dbias)
 		}
 	}
+	want := need // the scratch's size this dispatch asks for
 	if count == 0 || !all {
 		clear(held)
-		count, need = 0, 0
+		count, need, want = 0, 0, 0
 	} else if len(be.held) > 0 && (be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld ||
 		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
+		if be.heldUsed+need > be.heldCap() {
+			// The scratch was too small for what waits together: it grows to that, once
+			// the reduces held so far have run, so that the next step's fit.
+			want = min(lim, be.heldUsed+need)
+		}
 		be.flushReduces()
 	}
 	if !be.heldFits(add) || overlapping(add) {
 		clear(held) // these alone cannot be held: reduced now
-		need = 0
+		need, want = 0, 0
 	}
-	if need > be.heldCap() {
-		if s := be.scratchTensor(heldScratch, min(lim, max(need, heldMinScratch))); !bindable(s) {
+	if want > be.heldCap() {
+		if s := be.scratchTensor(heldScratch, min(lim, max(want, heldMinScratch))); !bindable(s) {
 			clear(held) // the allocation failed (the backend's error says why)
 		}
 	}
