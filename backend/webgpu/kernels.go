@@ -307,13 +307,73 @@ func attnLanes(entry string, hs int) int {
 func (be *Backend) attnGroups(seqs, rows int) (int, int) { return be.grid(seqs * ((rows + 63) / 64)) }
 
 // LinearAddLayerNorm implements backend.Backend: Linear and Dropout into a scratch tensor, then
-// AddLayerNorm.
+// AddLayerNorm. Without dropout, where the product splits its inner dimension and the bias,
+// gains and shifts lie in one buffer (the model's parameters do), the LayerNorm's kernel adds
+// up the slices and the bias itself (see addSlicesLayerNorm).
 func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b backend.Tensor, N, IC, OC int, p float32, seeds backend.Tensor, site int) {
+	if p == 0 && be.addSlicesLayerNorm(ten(sum), ten(out), ten(mean), ten(rstd), ten(in), ten(w), ten(bias), ten(x), ten(g), ten(b), N, IC, OC) {
+		return
+	}
 	y := be.scratchTensor("branch output", N*OC)
 	be.Linear(y, nil, in, w, bias, N, IC, OC)
 	be.Dropout(y, y, N*OC, p, seeds, site)
 	be.AddLayerNorm(sum, out, mean, rstd, x, y, g, b, N, OC)
 }
+
+// addSlicesLayerNorm records LinearAddLayerNorm without dropout as two dispatches where the
+// product splits K (see foldSplit): its slices' partial sums into scratch (no bias), then
+// layernorm.wgsl's forward_slices, which adds them up with the bias and the residual and
+// normalises the sum, instead of a reduce between the two. That kernel binds the bias, gains
+// and shifts as one window of their buffer (a kernel has at most eight storage bindings), so
+// they must share one. It reports whether it recorded the call (false: nothing was recorded).
+// On an H200, against the product (and its reduce) and forward_add: large 0.8%, xl 1.7%, huge
+// and massive 0.5% faster a step (docs/performance.md, forty-third session).
+func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b *tensor, N, IC, OC int) bool {
+	be.settle()
+	mm := &matmulCall{a: in, b: w, M: N, N: OC, K: IC, l: backend.NN}
+	tm, tn, _ := tileGrid(mm)
+	l := be.plan(mm, foldSplit(tm*tn, IC, N*OC))
+	if l.slices <= 1 || !be.ok() {
+		return false
+	}
+	params := []*tensor{g, b, bias}
+	for _, t := range params {
+		if !bindable(t) || t.buf != g.buf || t.n < OC {
+			return false
+		}
+	}
+	lo, hi := g.off, g.off
+	for _, t := range params {
+		lo, hi = min(lo, t.off), max(hi, t.off+t.n)
+	}
+	win := &tensor{buf: g.buf, off: lo, n: hi - lo}
+	if overlapsAny(win, []*tensor{sum, out, mean, rstd, x}) {
+		return false
+	}
+	part := be.scratchTensor("branch slices", l.slices*l.elems())
+	be.run(be.kernel("matmul", "main64", 5, 0), l.prob, []*tensor{part, in, w, be.unused(4), be.unused(5)}, l.tilesN, l.tilesM*l.slices)
+	gx, gy := be.grid(N)
+	be.run(be.kernel("layernorm", "forward_slices", 8, 0),
+		[]uint32{uint32(N), uint32(OC), uint32(l.slices), 1, uint32(g.off - lo), uint32(b.off - lo), uint32(bias.off - lo)},
+		[]*tensor{out, mean, rstd, sum, win, be.unused(6), x, part}, gx, gy)
+	return true
+}
+
+// foldSplit returns the slices of K for a product of the given tiles whose slices the
+// LayerNorm adds up (addSlicesLayerNorm): splitK's, or where splitK leaves K whole (a reduce
+// pass would not repay two slices) and the tiles are few, slices of at least foldSlice, there
+// being no reduce pass to pay for. (Large's and xl's attention output projections, K 192 and
+// 256, thus run in two slices: on an H200 xl 1.0% faster a step; slices of 64 gained less, and
+// lost 1.3% at huge.)
+func foldSplit(tiles, K, elems int) int {
+	if s := splitK(tiles, K, elems); s > 1 || tiles >= 256 {
+		return s
+	}
+	return max(1, min((512+tiles-1)/tiles, K/foldSlice, (16<<20)/max(elems, 1)))
+}
+
+// foldSlice is the shortest slice of K that foldSplit adds to splitK's.
+const foldSlice = 96
 
 // LinearAttentionBackward implements backend.Backend as the kernels of its two calls, the
 // attention output's gradient in a scratch tensor.

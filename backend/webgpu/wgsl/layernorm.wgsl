@@ -9,6 +9,14 @@
 struct Params {
     N: u32,
     C: u32,
+    // forward_slices: the slices of the branch's partial sums, and where the gains, shifts and
+    // the branch's bias start in the binding of g (one window of the parameters, see
+    // forward_slices; 0 in the other entry points, which read gains from g and shifts from bd).
+    slices: u32,
+    packed: u32,
+    gOff: u32,
+    bOff: u32,
+    biasOff: u32,
 }
 
 @group(0) @binding(0) var<uniform> prm: Params;
@@ -71,7 +79,8 @@ fn normRow(r: u32, lid: u32) {
     }
     let rs = 1.0 / sqrt(sum2(lid, vs, 0.0).x / f32(C) + 1e-5);
     for (var i = lid; i < C; i += WG) {
-        out[base + i] = (inp[base + i] - m) * rs * g[i] + bd[i];
+        let gb = gainShift(i);
+        out[base + i] = (inp[base + i] - m) * rs * gb.x + gb.y;
     }
     if (lid == 0u) {
         mean[r] = m;
@@ -79,7 +88,16 @@ fn normRow(r: u32, lid: u32) {
     }
 }
 
-// backward: dg and db; forward_add: the residual add's two inputs.
+// gainShift returns the gain and shift of column i: g[i] and bd[i], or with packed both from
+// the window of parameters bound as g.
+fn gainShift(i: u32) -> vec2<f32> {
+    if (prm.packed != 0u) {
+        return vec2<f32>(g[prm.gOff + i], g[prm.bOff + i]);
+    }
+    return vec2<f32>(g[i], bd[i]);
+}
+
+// backward: dg and db; forward_add and forward_slices: the residual add's two inputs.
 @group(0) @binding(7) var<storage, read_write> b7: array<f32>;
 @group(0) @binding(8) var<storage, read_write> b8: array<f32>;
 
@@ -95,6 +113,30 @@ fn forward_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     let base = r * prm.C;
     for (var i = lid; i < prm.C; i += WG) {
         inp[base + i] = b7[base + i] + b8[base + i];
+    }
+    normRow(r, lid);
+}
+
+// forward_slices is forward_add whose branch is a linear layer with its inner dimension split
+// into slices: b8 holds the slices' partial sums, [slices][N][C], and the window of parameters
+// bound as g holds the layer's bias (at biasOff) beside the gains and shifts (packed). The
+// branch's element is the slices' sum in slice order plus the bias, as matmul.wgsl's reduce
+// finishes it, then inp = b7 + branch: the same bits as the product's reduce followed by
+// forward_add, one dispatch fewer.
+@compute @workgroup_size(64)
+fn forward_slices(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let r = rowIndex(wg, nwg);
+    if (r >= prm.N) {
+        return; // uniform across the workgroup
+    }
+    let base = r * prm.C;
+    let stride = prm.N * prm.C;
+    for (var i = lid; i < prm.C; i += WG) {
+        var v = 0.0;
+        for (var s = 0u; s < prm.slices; s++) {
+            v += b8[s * stride + base + i];
+        }
+        inp[base + i] = b7[base + i] + (v + g[prm.biasOff + i]);
     }
     normRow(r, lid);
 }
