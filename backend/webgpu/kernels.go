@@ -326,13 +326,13 @@ func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 // normalises the sum, instead of a reduce between the two. That kernel binds the bias, gains
 // and shifts as one window of their buffer (a kernel has at most eight storage bindings), so
 // they must share one. It reports whether it recorded the call (false: nothing was recorded).
-// On an H200, against the product (and its reduce) and forward_add: large 0.8%, xl 1.7%, huge
-// and massive 0.5% faster a step (docs/performance.md, forty-third session).
+// On an H200, against the product (and its reduce) and forward_add: large 1.4%, xl 3.1%, huge
+// 0.6% faster a step (docs/performance.md, forty-third session).
 func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b *tensor, N, IC, OC int) bool {
 	be.settle()
 	mm := &matmulCall{a: in, b: w, M: N, N: OC, K: IC, l: backend.NN}
 	tm, tn, _ := tileGrid(mm)
-	l := be.plan(mm, foldSplit(tm*tn, IC, N*OC))
+	l := be.plan(mm, foldSlices(tm*tn, IC, N*OC))
 	if l.slices <= 1 || !be.ok() {
 		return false
 	}
@@ -360,20 +360,26 @@ func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 }
 
 // foldSplit returns the slices of K for a product of the given tiles whose slices the
-// LayerNorm adds up (addSlicesLayerNorm): splitK's, or where splitK leaves K whole (a reduce
-// pass would not repay two slices) and the tiles are few, slices of at least foldSlice, there
-// being no reduce pass to pay for. (Large's and xl's attention output projections, K 192 and
-// 256, thus run in two slices: on an H200 xl 1.0% faster a step; slices of 64 gained less, and
-// lost 1.3% at huge.)
+// LayerNorm adds up (addSlicesLayerNorm). With no reduce pass to pay for, K is split where the
+// tiles are few even when it is short (K 192 and 256, the output projections of large and xl,
+// in two), but the LayerNorm reads every slice, so they are about foldSlice long: longer than
+// splitK's. On an H200, against splitK's slices: large 1.4%, xl 3.1%, huge 0.6% faster a step
+// (slices of at least 96 or 192 instead gained less; docs/performance.md, forty-third session).
 func foldSplit(tiles, K, elems int) int {
-	if s := splitK(tiles, K, elems); s > 1 || tiles >= 256 {
-		return s
+	if tiles >= 256 || K < 2*foldMinSlice {
+		return 1
 	}
-	return max(1, min((512+tiles-1)/tiles, K/foldSlice, (16<<20)/max(elems, 1)))
+	return max(1, min((512+tiles-1)/tiles, max(2, K/foldSlice), (16<<20)/max(elems, 1)))
 }
 
-// foldSlice is the shortest slice of K that foldSplit adds to splitK's.
-const foldSlice = 96
+// foldSlices is foldSplit; tests replace it.
+var foldSlices = foldSplit
+
+// foldSlice is the length of K a slice of foldSplit's has about, foldMinSlice the least.
+const (
+	foldSlice    = 256
+	foldMinSlice = 96
+)
 
 // LinearAttentionBackward implements backend.Backend as the kernels of its two calls, the
 // attention output's gradient in a scratch tensor.

@@ -1216,19 +1216,17 @@ func TestFusedForwardKernels(t *testing.T) {
 
 // LinearAddLayerNorm without dropout whose product splits K, with the bias, gains and shifts
 // in one tensor (as the model's parameters are): the LayerNorm's kernel adds up the slices
-// (forward_slices), two dispatches; with them in tensors of their own, a reduce comes between
-// (three), or where only foldSplit splits K (192 here) the product is not split (two). All
-// equal the CPU's, and where both split, each other bit for bit.
+// (forward_slices), two dispatches; with them in tensors of their own, the product is split as
+// splitK decides, with a reduce between where it splits (three dispatches). All equal the
+// CPU's; with the slices splitK's in both (foldSlices replaced), the two equal each other bit
+// for bit.
 func TestLinearSlicesLayerNorm(t *testing.T) {
 	e := newEnv(t, 41)
+	defer func(f func(int, int, int) int) { foldSlices = f }(foldSlices)
 	for _, s := range [][3]int{{48, 400, 96}, {29, 1000, 53}, {13, 700, 200}, {100, 192, 96}} {
 		N, IC, OC := s[0], s[1], s[2]
-		name := fmt.Sprintf("%dx%dx%d", N, IC, OC)
 		tiles := (N + matmulTile - 1) / matmulTile * ((OC + matmulTile - 1) / matmulTile)
-		if foldSplit(tiles, IC, N*OC) < 2 {
-			t.Fatalf("%s: foldSplit does not split K", name)
-		}
-		both := splitK(tiles, IC, N*OC) > 1
+		split := splitK(tiles, IC, N*OC) > 1
 		in, w, x := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(N*OC, 2))
 		// bias, gains and shifts in one tensor, in that order, each at a multiple of SliceAlign
 		at := (OC + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
@@ -1240,43 +1238,56 @@ func TestLinearSlicesLayerNorm(t *testing.T) {
 			e.g.Download(v, e.slice(flat, i*at, OC).g, 0)
 			apart[i] = e.in(v)
 		}
-		var res [2][4]pair
-		for k, ps := range [][3]pair{{bias, g, b}, {apart[0], apart[1], apart[2]}} {
-			sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
-			res[k] = [4]pair{sum, out, mean, rstd}
-			// A first call on the GPU alone allocates the scratch (a clear is a dispatch).
-			e.g.LinearAddLayerNorm(sum.g, out.g, mean.g, rstd.g, in.g, w.g, ps[0].g, x.g, ps[1].g, ps[2].g, N, IC, OC, 0, nil, 0)
-			e.g.settleAll()
-			d0 := e.g.dev.Stats().Dispatches
-			e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
-				be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(ps[0]),
-					pick(x), pick(ps[1]), pick(ps[2]), N, IC, OC, 0, nil, 0)
-			})
-			e.g.settleAll()
-			want := 2
-			if k == 1 && both {
-				want = 3
+		for _, rule := range []string{"foldSplit", "splitK"} {
+			foldSlices = foldSplit
+			if rule == "splitK" {
+				if !split {
+					continue
+				}
+				foldSlices = splitK
 			}
-			if n := e.g.dev.Stats().Dispatches - d0; n != want {
-				t.Errorf("%s, %s: %d dispatches, want %d", name, []string{"one tensor", "apart"}[k], n, want)
+			name := fmt.Sprintf("%dx%dx%d, %s", N, IC, OC, rule)
+			if foldSlices(tiles, IC, N*OC) < 2 {
+				t.Fatalf("%s: K is not split", name)
 			}
-			tol := 1e-5 * math.Sqrt(float64(IC))
-			e.check(name+" sum", sum, tol)
-			e.check(name+" out", out, 10*tol)
-			e.check(name+" mean", mean, tol)
-			e.check(name+" rstd", rstd, tol)
-		}
-		for i, what := range []string{"sum", "out", "mean", "rstd"} {
-			if !both {
-				break
+			var res [2][4]pair
+			for k, ps := range [][3]pair{{bias, g, b}, {apart[0], apart[1], apart[2]}} {
+				sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
+				res[k] = [4]pair{sum, out, mean, rstd}
+				// A first call on the GPU alone allocates the scratch (a clear is a dispatch).
+				e.g.LinearAddLayerNorm(sum.g, out.g, mean.g, rstd.g, in.g, w.g, ps[0].g, x.g, ps[1].g, ps[2].g, N, IC, OC, 0, nil, 0)
+				e.g.settleAll()
+				d0 := e.g.dev.Stats().Dispatches
+				e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+					be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(ps[0]),
+						pick(x), pick(ps[1]), pick(ps[2]), N, IC, OC, 0, nil, 0)
+				})
+				e.g.settleAll()
+				want := 2
+				if k == 1 && split {
+					want = 3
+				}
+				if n := e.g.dev.Stats().Dispatches - d0; n != want {
+					t.Errorf("%s, %s: %d dispatches, want %d", name, []string{"one tensor", "apart"}[k], n, want)
+				}
+				tol := 1e-5 * math.Sqrt(float64(IC))
+				e.check(name+" sum", sum, tol)
+				e.check(name+" out", out, 10*tol)
+				e.check(name+" mean", mean, tol)
+				e.check(name+" rstd", rstd, tol)
 			}
-			n := res[0][i].c.Len()
-			v0, v1 := make([]float32, n), make([]float32, n)
-			e.g.Download(v0, res[0][i].g, 0)
-			e.g.Download(v1, res[1][i].g, 0)
-			for j := range v0 {
-				if math.Float32bits(v0[j]) != math.Float32bits(v1[j]) {
-					t.Fatalf("%s %s: element %d is %v in one dispatch, %v after a reduce", name, what, j, v0[j], v1[j])
+			for i, what := range []string{"sum", "out", "mean", "rstd"} {
+				if rule != "splitK" {
+					break
+				}
+				n := res[0][i].c.Len()
+				v0, v1 := make([]float32, n), make([]float32, n)
+				e.g.Download(v0, res[0][i].g, 0)
+				e.g.Download(v1, res[1][i].g, 0)
+				for j := range v0 {
+					if math.Float32bits(v0[j]) != math.Float32bits(v1[j]) {
+						t.Fatalf("%s %s: element %d is %v in one dispatch, %v after a reduce", name, what, j, v0[j], v1[j])
+					}
 				}
 			}
 		}
