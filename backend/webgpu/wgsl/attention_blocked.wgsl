@@ -121,6 +121,36 @@ fn putTile(f: Fetched, lid: u32) {
     }
 }
 
+// Dots are phase A's sums of one thread: its two own rows against four rows of the tile.
+struct Dots {
+    s0: vec4<f32>,
+    s1: vec4<f32>,
+    e0: vec4<f32>,
+    e1: vec4<f32>,
+}
+
+// tileDots returns the dot products of the own rows a0 and a1 (k, or q) with the tile's rows
+// r/HS4 .. r/HS4+3 in tx (q, or k), and of b0 and b1 (v, or dout) with those in ty (dout, or
+// v): s0[m] = a0·tx row m, s1 a1's, e0 and e1 the same of b0, b1 with ty.
+fn tileDots(r: u32, a0: array<vec4<f32>, HS4>, a1: array<vec4<f32>, HS4>, b0: array<vec4<f32>, HS4>, b1: array<vec4<f32>, HS4>) -> Dots {
+    var d = Dots(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var e = 0u; e < HS4; e++) {
+        let x0 = tx[r + e];
+        let x1 = tx[r + HS4 + e];
+        let x2 = tx[r + 2u * HS4 + e];
+        let x3 = tx[r + 3u * HS4 + e];
+        let y0 = ty[r + e];
+        let y1 = ty[r + HS4 + e];
+        let y2 = ty[r + 2u * HS4 + e];
+        let y3 = ty[r + 3u * HS4 + e];
+        d.s0 += vec4<f32>(dot(x0, a0[e]), dot(x1, a0[e]), dot(x2, a0[e]), dot(x3, a0[e]));
+        d.s1 += vec4<f32>(dot(x0, a1[e]), dot(x1, a1[e]), dot(x2, a1[e]), dot(x3, a1[e]));
+        d.e0 += vec4<f32>(dot(y0, b0[e]), dot(y1, b0[e]), dot(y2, b0[e]), dot(y3, b0[e]));
+        d.e1 += vec4<f32>(dot(y0, b1[e]), dot(y1, b1[e]), dot(y2, b1[e]), dot(y3, b1[e]));
+    }
+    return d;
+}
+
 @compute @workgroup_size(128)
 fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let n = prm.B * prm.NH * prm.slices * ((prm.NQ + BT - 1u) / BT);
@@ -184,25 +214,11 @@ fn keyBlock(w: u32, lid: u32) {
             f = fetchTile(k.b, p0 + BT, col, col, false, lid);
             g = fetchLD(lbase, p0 + BT + 4u * qq);
         }
-        var s0 = vec4<f32>(0.0); // key j0 against the four queries
-        var s1 = vec4<f32>(0.0);
-        var e0 = vec4<f32>(0.0); // dout·v
-        var e1 = vec4<f32>(0.0);
-        let r = 4u * qq * HS4;
-        for (var e = 0u; e < HS4; e++) {
-            let q0 = tx[r + e];
-            let q1 = tx[r + HS4 + e];
-            let q2 = tx[r + 2u * HS4 + e];
-            let q3 = tx[r + 3u * HS4 + e];
-            let o0 = ty[r + e];
-            let o1 = ty[r + HS4 + e];
-            let o2 = ty[r + 2u * HS4 + e];
-            let o3 = ty[r + 3u * HS4 + e];
-            s0 += vec4<f32>(dot(q0, k0[e]), dot(q1, k0[e]), dot(q2, k0[e]), dot(q3, k0[e]));
-            s1 += vec4<f32>(dot(q0, k1[e]), dot(q1, k1[e]), dot(q2, k1[e]), dot(q3, k1[e]));
-            e0 += vec4<f32>(dot(o0, v0[e]), dot(o1, v0[e]), dot(o2, v0[e]), dot(o3, v0[e]));
-            e1 += vec4<f32>(dot(o0, v1[e]), dot(o1, v1[e]), dot(o2, v1[e]), dot(o3, v1[e]));
-        }
+        let ab = tileDots(4u * qq * HS4, k0, k1, v0, v1);
+        let s0 = ab.s0; // key j0 against the four queries
+        let s1 = ab.s1;
+        let e0 = ab.e0; // dout·v
+        let e1 = ab.e1;
         for (var q = 0u; q < 4u; q++) {
             let qi = 4u * qq + q;
             let i = p0 + qi;
@@ -300,25 +316,11 @@ fn queryBlock(w: u32, lid: u32) {
         if (t + 1u < k.hi) { // the next tile's loads in flight during this one
             f = fetchTile(k.b, p0 + BT, prm.C + col, 2u * prm.C + col, true, lid);
         }
-        var s0 = vec4<f32>(0.0); // query i0 against the four keys
-        var s1 = vec4<f32>(0.0);
-        var e0 = vec4<f32>(0.0); // dout·v
-        var e1 = vec4<f32>(0.0);
-        let r = 4u * kq * HS4;
-        for (var e = 0u; e < HS4; e++) {
-            let x0 = tx[r + e];
-            let x1 = tx[r + HS4 + e];
-            let x2 = tx[r + 2u * HS4 + e];
-            let x3 = tx[r + 3u * HS4 + e];
-            let y0 = ty[r + e];
-            let y1 = ty[r + HS4 + e];
-            let y2 = ty[r + 2u * HS4 + e];
-            let y3 = ty[r + 3u * HS4 + e];
-            s0 += vec4<f32>(dot(q0[e], x0), dot(q0[e], x1), dot(q0[e], x2), dot(q0[e], x3));
-            s1 += vec4<f32>(dot(q1[e], x0), dot(q1[e], x1), dot(q1[e], x2), dot(q1[e], x3));
-            e0 += vec4<f32>(dot(o0[e], y0), dot(o0[e], y1), dot(o0[e], y2), dot(o0[e], y3));
-            e1 += vec4<f32>(dot(o1[e], y0), dot(o1[e], y1), dot(o1[e], y2), dot(o1[e], y3));
-        }
+        let ab = tileDots(4u * kq * HS4, q0, q1, o0, o1);
+        let s0 = ab.s0; // query i0 against the four keys
+        let s1 = ab.s1;
+        let e0 = ab.e0; // dout·v
+        let e1 = ab.e1;
         let c = 2u * (qp % 2u);
         for (var q = 0u; q < 4u; q++) {
             let kj = 4u * kq + q;
