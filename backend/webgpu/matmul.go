@@ -260,27 +260,8 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 			add = append(add, mm.dbias)
 		}
 	}
-	want := need // the scratch's size this dispatch asks for
-	if count == 0 || !all {
-		clear(held)
-		count, need, want = 0, 0, 0
-	} else if len(be.held) > 0 && (be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld ||
-		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
-		if be.heldUsed+need > be.heldCap() {
-			// The scratch was too small for what waits together: it grows to that, once
-			// the reduces held so far have run, so that the next step's fit.
-			want = min(lim, be.heldUsed+need)
-		}
-		be.flushReduces()
-	}
-	if !be.heldFits(add) || overlapping(add) {
-		clear(held) // these alone cannot be held: reduced now
-		need, want = 0, 0
-	}
-	if want > be.heldCap() {
-		if s := be.scratchTensor(heldScratch, min(lim, max(want, heldMinScratch))); !bindable(s) {
-			clear(held) // the allocation failed (the backend's error says why)
-		}
+	if count == 0 || !all || !be.reserveHeld(need, count, add, binds) {
+		clear(held) // reduced now
 	}
 	names := []string{"matmul partial sums", "matmul partial sums 2"}
 	for i, l := range ls {
@@ -295,6 +276,37 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 		}
 	}
 	return held
+}
+
+// reserveHeld makes room to hold count more reduces, which write add and whose partial sums
+// take need elements (aligned), placed at heldUsed, for a dispatch that binds binds: it first
+// runs the reduces held so far if they must come before that dispatch or there is no room,
+// and grows the scratch. It reports whether the reduces can be held (false: they must run
+// now).
+func (be *Backend) reserveHeld(need, count int, add, binds []*tensor) bool {
+	lim := min(be.segment, int(be.dev.Limits().MaxBindingSize/4))
+	if need > lim || !be.ok() {
+		return false
+	}
+	want := need // the scratch's size this dispatch asks for
+	if len(be.held) > 0 && (be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld ||
+		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
+		if be.heldUsed+need > be.heldCap() {
+			// The scratch was too small for what waits together: it grows to that, once
+			// the reduces held so far have run, so that the next step's fit.
+			want = min(lim, be.heldUsed+need)
+		}
+		be.flushReduces()
+	}
+	if !be.heldFits(add) || overlapping(add) {
+		return false // these alone cannot be held
+	}
+	if want > be.heldCap() {
+		if s := be.scratchTensor(heldScratch, min(lim, max(want, heldMinScratch))); !bindable(s) {
+			return false // the allocation failed (the backend's error says why)
+		}
+	}
+	return true
 }
 
 // heldMinScratch is the least the held partial sums' scratch is allocated with (elements).
