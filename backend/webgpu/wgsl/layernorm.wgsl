@@ -122,7 +122,8 @@ fn forward_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
 // bound as g holds the layer's bias (at biasOff) beside the gains and shifts (packed). The
 // branch's element is the slices' sum in slice order plus the bias, as matmul.wgsl's reduce
 // finishes it, then inp = b7 + branch: the same bits as the product's reduce followed by
-// forward_add, one dispatch fewer.
+// forward_add, one dispatch fewer. (The two as one entry point, the branch chosen by a
+// parameter, made xl's step 0.8% slower on an H200: docs/performance.md, forty-third session.)
 @compute @workgroup_size(64)
 fn forward_slices(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let r = rowIndex(wg, nwg);
