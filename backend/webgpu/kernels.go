@@ -325,11 +325,15 @@ func (be *Backend) LinearAddLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 // layernorm.wgsl's forward_slices, which adds them up with the bias and the residual and
 // normalises the sum, instead of a reduce between the two. That kernel binds the bias, gains
 // and shifts as one window of their buffer (a kernel has at most eight storage bindings), so
-// they must share one. It reports whether it recorded the call (false: nothing was recorded).
-// On an H200, against the product (and its reduce) and forward_add: large 1.4%, xl 3.1%, huge
-// 0.6% faster a step (docs/performance.md, forty-third session).
+// they must share one. One row (a decoded token) keeps the other path, whose product is
+// matmul.wgsl's gemv. It reports whether it recorded the call (false: nothing was recorded).
+// On an H200, against the product (and its reduce) and forward_add, with foldSplit's slices:
+// large 1.5%, xl 3%, huge 0.7% faster a step (docs/performance.md, forty-third session).
 func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b *tensor, N, IC, OC int) bool {
 	be.settle()
+	if N == 1 || overlapsAny(x, []*tensor{sum, out, mean, rstd}) {
+		return false // gemv; or the residual overlaps an output, which forward_add cannot take
+	}
 	mm := &matmulCall{a: in, b: w, M: N, N: OC, K: IC, l: backend.NN}
 	tm, tn, _ := tileGrid(mm)
 	l := be.plan(mm, foldSlices(tm*tn, IC, N*OC))
@@ -363,10 +367,11 @@ func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 // LayerNorm adds up (addSlicesLayerNorm). With no reduce pass to pay for, K is split where the
 // tiles are few even when it is short (K 192 and 256, the output projections of large and xl,
 // in two), but the LayerNorm reads every slice, so they are about foldSlice long: longer than
-// splitK's. On an H200, against splitK's slices: large 1.4%, xl 3.1%, huge 0.6% faster a step
-// (slices of at least 96 or 192 instead gained less; docs/performance.md, forty-third session).
+// splitK's. On an H200, against splitK's slices: large 0.6%, xl 1.4% faster a step, the other
+// presets within noise (slices of about 192 gained less; docs/performance.md, forty-third
+// session).
 func foldSplit(tiles, K, elems int) int {
-	if tiles >= 256 || K < 2*foldMinSlice {
+	if tiles < 1 || tiles >= 256 || K < 2*foldMinSlice {
 		return 1
 	}
 	return max(1, min((512+tiles-1)/tiles, max(2, K/foldSlice), (16<<20)/max(elems, 1)))

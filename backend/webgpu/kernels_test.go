@@ -1223,19 +1223,22 @@ func TestFusedForwardKernels(t *testing.T) {
 func TestLinearSlicesLayerNorm(t *testing.T) {
 	e := newEnv(t, 41)
 	defer func(f func(int, int, int) int) { foldSlices = f }(foldSlices)
-	for _, s := range [][3]int{{48, 400, 96}, {29, 1000, 53}, {13, 700, 200}, {100, 192, 96}} {
+	// Where the bias, gains and shifts lie in one tensor: slots of SliceAlign multiples after
+	// a first one they leave free, in an order of their own for each shape.
+	orders := [][3]int{{1, 2, 3}, {3, 1, 2}, {2, 3, 1}, {1, 3, 2}}
+	for c, s := range [][3]int{{48, 400, 96}, {29, 1000, 53}, {13, 700, 200}, {100, 192, 96}} {
 		N, IC, OC := s[0], s[1], s[2]
 		tiles := (N + matmulTile - 1) / matmulTile * ((OC + matmulTile - 1) / matmulTile)
 		split := splitK(tiles, IC, N*OC) > 1
 		in, w, x := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3)), e.in(e.randn(N*OC, 2))
-		// bias, gains and shifts in one tensor, in that order, each at a multiple of SliceAlign
 		at := (OC + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
-		flat := e.in(e.randn(3*at, 1))
-		bias, g, b := e.slice(flat, 0, OC), e.slice(flat, at, OC), e.slice(flat, 2*at, OC)
+		flat := e.in(e.randn(4*at, 1))
+		o := orders[c]
+		bias, g, b := e.slice(flat, o[0]*at, OC), e.slice(flat, o[1]*at, OC), e.slice(flat, o[2]*at, OC)
 		apart := make([]pair, 3) // the same values in tensors of their own
-		for i := range apart {
+		for i, p := range []pair{bias, g, b} {
 			v := make([]float32, OC)
-			e.g.Download(v, e.slice(flat, i*at, OC).g, 0)
+			e.g.Download(v, p.g, 0)
 			apart[i] = e.in(v)
 		}
 		for _, rule := range []string{"foldSplit", "splitK"} {
@@ -1254,9 +1257,14 @@ func TestLinearSlicesLayerNorm(t *testing.T) {
 			for k, ps := range [][3]pair{{bias, g, b}, {apart[0], apart[1], apart[2]}} {
 				sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
 				res[k] = [4]pair{sum, out, mean, rstd}
-				// A first call on the GPU alone allocates the scratch (a clear is a dispatch).
+				// A first call on the GPU alone allocates the scratch (a clear is a dispatch),
+				// the slices' own where the LayerNorm adds them up.
+				delete(e.g.scratch, "branch slices")
 				e.g.LinearAddLayerNorm(sum.g, out.g, mean.g, rstd.g, in.g, w.g, ps[0].g, x.g, ps[1].g, ps[2].g, N, IC, OC, 0, nil, 0)
 				e.g.settleAll()
+				if folded := e.g.scratch["branch slices"] != nil; folded != (k == 0) {
+					t.Errorf("%s, %s: slices added up by the LayerNorm: %v", name, []string{"one tensor", "apart"}[k], folded)
+				}
 				d0 := e.g.dev.Stats().Dispatches
 				e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
 					be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(ps[0]),
@@ -1291,6 +1299,48 @@ func TestLinearSlicesLayerNorm(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// LinearAddLayerNorm takes its other path, and still equals the CPU's, for one row (gemv), for
+// a residual x inside the window of bias, gains and shifts, and for out = x.
+func TestLinearSlicesLayerNormFallbacks(t *testing.T) {
+	e := newEnv(t, 43)
+	const IC, OC = 400, 96
+	for _, c := range []string{"one row", "x in the window", "out = x"} {
+		N := 48
+		if c == "one row" {
+			N = 1
+		}
+		in, w := e.in(e.randn(N*IC, 1)), e.in(e.randn(IC*OC, 0.3))
+		// bias | x | gains | shifts, each at a multiple of SliceAlign
+		at := (N*OC + backend.SliceAlign - 1) / backend.SliceAlign * backend.SliceAlign
+		flat := e.in(e.randn(4*at, 1))
+		bias, g, b := e.slice(flat, 0, OC), e.slice(flat, 2*at, OC), e.slice(flat, 3*at, OC)
+		x := e.in(e.randn(N*OC, 2))
+		if c == "x in the window" {
+			x = e.slice(flat, at, N*OC)
+		}
+		sum, out, mean, rstd := e.out(N*OC), e.out(N*OC), e.out(N), e.out(N)
+		if c == "out = x" {
+			out = x
+		}
+		delete(e.g.scratch, "branch slices")
+		e.both(func(be backend.Backend, pick func(pair) backend.Tensor) {
+			be.LinearAddLayerNorm(pick(sum), pick(out), pick(mean), pick(rstd), pick(in), pick(w), pick(bias),
+				pick(x), pick(g), pick(b), N, IC, OC, 0, nil, 0)
+		})
+		if err := e.g.Err(); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if e.g.scratch["branch slices"] != nil {
+			t.Errorf("%s: the LayerNorm added up the slices", c)
+		}
+		tol := 1e-5 * math.Sqrt(float64(IC))
+		e.check(c+" sum", sum, tol)
+		e.check(c+" out", out, 10*tol)
+		e.check(c+" mean", mean, tol)
+		e.check(c+" rstd", rstd, tol)
 	}
 }
 

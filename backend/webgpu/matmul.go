@@ -279,24 +279,28 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 }
 
 // reserveHeld makes room to hold count more reduces, which write add and whose partial sums
-// take need elements (aligned), placed at heldUsed, for a dispatch that binds binds: it first
-// runs the reduces held so far if they must come before that dispatch or there is no room,
-// and grows the scratch. It reports whether the reduces can be held (false: they must run
-// now).
+// take need elements (aligned), placed at heldUsed, for a dispatch that binds binds. It first
+// runs the reduces held so far where they must come before that dispatch (it binds what they
+// write or read, or add overlaps it), where one dispatch cannot take them all (more than
+// maxHeld, or targets in more than two buffers: see heldFits), or where the scratch has no
+// room; and it grows the scratch. It reports whether the reduces can be held (false: they
+// must run now).
 func (be *Backend) reserveHeld(need, count int, add, binds []*tensor) bool {
 	lim := min(be.segment, int(be.dev.Limits().MaxBindingSize/4))
 	if need > lim || !be.ok() {
 		return false
 	}
 	want := need // the scratch's size this dispatch asks for
-	if len(be.held) > 0 && (be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld ||
-		!be.heldFits(add) || be.heldUsed+need > be.heldCap()) {
-		if be.heldUsed+need > be.heldCap() {
-			// The scratch was too small for what waits together: it grows to that, once
-			// the reduces held so far have run, so that the next step's fit.
-			want = min(lim, be.heldUsed+need)
+	if len(be.held) > 0 {
+		must := be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld || !be.heldFits(add)
+		if full := be.heldUsed+need > be.heldCap(); must || full {
+			if !must {
+				// Only room was short for what would wait together: the scratch grows to
+				// that, once the reduces held so far have run, so that the next step's fit.
+				want = min(lim, be.heldUsed+need)
+			}
+			be.flushReduces()
 		}
-		be.flushReduces()
 	}
 	if !be.heldFits(add) || overlapping(add) {
 		return false // these alone cannot be held
@@ -450,7 +454,7 @@ func (be *Backend) reduceGroups(elems int) (int, int) { return be.grid(min((elem
 // of width 256: on an H100, huge 1.7% and xl 0.8% faster unsplit; slices of at least 192 or
 // 256 everywhere made small 6-17% slower; docs/performance.md, thirty-ninth session).
 func splitK(tiles, K, elems int) int {
-	if tiles >= 256 || K < 3*minSlice {
+	if tiles < 1 || tiles >= 256 || K < 3*minSlice {
 		return 1
 	}
 	s := min((512+tiles-1)/tiles, K/minSlice, (16<<20)/max(elems, 1))

@@ -24,9 +24,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> mean: array<f32>;
 @group(0) @binding(3) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(4) var<storage, read_write> inp: array<f32>;
-@group(0) @binding(5) var<storage, read_write> g: array<f32>;
-@group(0) @binding(6) var<storage, read_write> bd: array<f32>;  // b | dout | dout
-// (forward | backward | bias_backward; backward and forward_add also bind 7 and 8)
+@group(0) @binding(5) var<storage, read_write> g: array<f32>;   // g | g | - | window
+@group(0) @binding(6) var<storage, read_write> bd: array<f32>;  // b | dout | dout | -
+// (forward and forward_add | backward | bias_backward | forward_slices, whose window holds the
+// gains, shifts and a bias; backward, forward_add and forward_slices also bind 7 and 8)
 
 const WG: u32 = 64u;
 // The workgroup arrays below are written in full before they are read (workgroup memory is
