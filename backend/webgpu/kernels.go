@@ -340,14 +340,11 @@ func (be *Backend) addSlicesLayerNorm(sum, out, mean, rstd, in, w, bias, x, g, b
 	if l.slices <= 1 || !be.ok() {
 		return false
 	}
-	params := []*tensor{g, b, bias}
-	for _, t := range params {
+	lo, hi := g.off, g.off // the window of g, b and bias
+	for _, t := range []*tensor{g, b, bias} {
 		if !bindable(t) || t.buf != g.buf || t.n < OC {
 			return false
 		}
-	}
-	lo, hi := g.off, g.off
-	for _, t := range params {
 		lo, hi = min(lo, t.off), max(hi, t.off+t.n)
 	}
 	win := &tensor{buf: g.buf, off: lo, n: hi - lo}

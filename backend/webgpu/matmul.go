@@ -242,7 +242,7 @@ func (be *Backend) heldTouches(ts []*tensor) bool {
 func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor) []bool {
 	held := make([]bool, len(ms))
 	need, count, add := 0, 0, []*tensor(nil)
-	lim := min(be.segment, int(be.dev.Limits().MaxBindingSize/4))
+	lim := be.heldLimit()
 	all := true // every split product's reduce can be held: else all are reduced now, in one dispatch
 	for i, mm := range ms {
 		l := ls[i]
@@ -279,17 +279,15 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 }
 
 // reserveHeld makes room to hold count more reduces, which write add and whose partial sums
-// take need elements (aligned), placed at heldUsed, for a dispatch that binds binds. It first
+// take need elements (aligned, at most heldLimit), placed at heldUsed, for a dispatch that
+// binds binds. It first
 // runs the reduces held so far where they must come before that dispatch (it binds what they
 // write or read, or add overlaps it), where one dispatch cannot take them all (more than
 // maxHeld, or targets in more than two buffers: see heldFits), or where the scratch has no
 // room; and it grows the scratch. It reports whether the reduces can be held (false: they
 // must run now).
 func (be *Backend) reserveHeld(need, count int, add, binds []*tensor) bool {
-	lim := min(be.segment, int(be.dev.Limits().MaxBindingSize/4))
-	if need > lim || !be.ok() {
-		return false
-	}
+	lim := be.heldLimit()
 	want := need // the scratch's size this dispatch asks for
 	if len(be.held) > 0 {
 		must := be.heldTouches(binds) || be.heldTouches(add) || len(be.held)+count > maxHeld || !be.heldFits(add)
@@ -312,6 +310,10 @@ func (be *Backend) reserveHeld(need, count int, add, binds []*tensor) bool {
 	}
 	return true
 }
+
+// heldLimit is the most elements the held partial sums' scratch may have: what one buffer and
+// one binding hold.
+func (be *Backend) heldLimit() int { return min(be.segment, int(be.dev.Limits().MaxBindingSize/4)) }
 
 // heldMinScratch is the least the held partial sums' scratch is allocated with (elements).
 var heldMinScratch = 4 << 20
