@@ -45,6 +45,7 @@ type attnScratch struct {
 	qh, kh, vh, dh []float32 // [T, ldH] copies of the head's q, k, v, dout (see head)
 	inv            []float32 // [T] forward: 1/Σ of each row's exponentials
 	mx             []float32 // [rowBlock] the largest score of each row of a block
+	d              []float32 // [rowBlock] backward: D_i = dO_i·O_i of each row of a block
 	wpack          []float32 // the head's columns of w (one of q, k and v in the forward pass), packed
 }
 
@@ -88,6 +89,7 @@ func (be *Backend) attention(mode attnMode, B, T, C, NH int) *attentionTask {
 		}
 		grow(&a.wpack, roundUp(t.hs, nr)*C)
 		if mode == attnBackward {
+			grow(&a.d, t.rowBlock())
 			grow(&a.ds, T*t.ldS)
 			grow(&a.vt, t.hs*t.ldS)
 			grow(&a.dh, T*t.ldH)
@@ -350,12 +352,15 @@ func (t *attentionTask) backward(w, b, h int) {
 		t.probs(a, ms, q, ldq, i0, i1, lse, nil, nil)
 		// dP[i0:i1, 0:i1] = dO[i0:i1]·Vᵀ, then dS = P∘(dP − D)·scale with D_i = dO_i·O_i.
 		kern.gemm(ms, i1-i0, roundUp(i1, kern.nr), t.hs, do[i0*ldo:], ldo, 1, t.direct(a.vt, ldS), a.ds[i0*ldS:], ldS, false, nil)
+		// The block's D first, in a loop of their own: each reads its row of out from memory,
+		// and independent iterations let the core wait for those rows together.
+		d := a.d[:i1-i0]
 		for i := i0; i < i1; i++ {
-			D := dot(do[i*ldo:][:t.hs], t.row(t.out, t.C, base+i, h))
-			p, ds := a.s[i*ldS:][:i1], a.ds[i*ldS:][:i1]
-			for j := range ds[:i+1] {
-				ds[j] = p[j] * (ds[j] - D) * t.scale
-			}
+			d[i-i0] = dot(do[i*ldo:][:t.hs], t.row(t.out, t.C, base+i, h))
+		}
+		for i := i0; i < i1; i++ {
+			ds := a.ds[i*ldS:][:i1]
+			softmaxBack(ds[:i+1], a.s[i*ldS:], d[i-i0], t.scale)
 			clear(ds[i+1:])
 		}
 		// dQ[i0:i1] = dS[i0:i1, 0:i1]·K[0:i1]

@@ -119,6 +119,22 @@ func addMul(out, a, b []float32, mul bool) {
 	addMulGo(out[n8:], a[n8:len(out)], b[n8:len(out)], mul)
 }
 
+//go:noescape
+func softmaxBack8(ds, p *float32, d, s float32, n int)
+
+// softmaxBack sets ds[i] = p[i]·(ds[i] − d)·s over len(ds) elements (p at least as long): a
+// row of the softmax's backward pass, the same operations in the same order as the Go loop.
+func softmaxBack(ds, p []float32, d, s float32) {
+	n8 := len(ds) &^ 7
+	if useFMA && n8 > 0 {
+		_ = p[len(ds)-1]
+		softmaxBack8(&ds[0], &p[0], d, s, n8)
+	} else {
+		n8 = 0
+	}
+	softmaxBackGo(ds[n8:], p[n8:len(ds)], d, s)
+}
+
 // fmaKernel wraps the assembly kernel with the bounds checks that keep it memory-safe.
 var fmaKernel = microKernel{name: "avx2-fma 6x16", mr: 6, nr: 16, fn: func(kc int, a []float32, rs, ks int, b []float32, bs int, c []float32, ldc int, accumulate bool, bias []float32) {
 	checkBlock(kc, 6, 16, a, rs, ks, b, bs, c, ldc, bias)

@@ -316,6 +316,62 @@ tdone:
 	VZEROUPPER
 	RET
 
+// func softmaxBack8(ds, p *float32, d, s float32, n int)
+//
+// ds[i] = p[i]·(ds[i] − d)·s for i < n, n a positive multiple of 8, 32 floats a loop where n
+// allows (the subtraction, then the two products, rounded as the Go loop rounds them).
+TEXT ·softmaxBack8(SB), NOSPLIT, $0-32
+	MOVQ ds+0(FP), DI
+	MOVQ p+8(FP), SI
+	VBROADCASTSS d+16(FP), Y4
+	VBROADCASTSS s+20(FP), Y5
+	MOVQ n+24(FP), CX
+
+sb32:
+	CMPQ CX, $32
+	JLT sb8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VSUBPS Y4, Y0, Y0
+	VSUBPS Y4, Y1, Y1
+	VSUBPS Y4, Y2, Y2
+	VSUBPS Y4, Y3, Y3
+	VMULPS (SI), Y0, Y0
+	VMULPS 32(SI), Y1, Y1
+	VMULPS 64(SI), Y2, Y2
+	VMULPS 96(SI), Y3, Y3
+	VMULPS Y5, Y0, Y0
+	VMULPS Y5, Y1, Y1
+	VMULPS Y5, Y2, Y2
+	VMULPS Y5, Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP sb32
+
+sb8:
+	TESTQ CX, CX
+	JE sbdone
+	VMOVUPS (DI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS (SI), Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP sb8
+
+sbdone:
+	VZEROUPPER
+	RET
+
 // func addMul8(out, a, b *float32, n int, mul bool)
 //
 // out[i] = a[i]·b[i] (mul) or a[i] + b[i] for i < n, n a positive multiple of 8, 32 floats a

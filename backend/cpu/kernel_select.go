@@ -21,6 +21,9 @@ func geluSlice(out, x []float32) { geluGo(out, x) }
 // geluGradSlice sets out[i] = dout[i]·GELU'(x[i]) over len(out) elements; out may be dout.
 func geluGradSlice(out, x, dout []float32) { geluGradGo(out, x, dout) }
 
+// softmaxBack sets ds[i] = p[i]·(ds[i] − d)·s over len(ds) elements (p at least as long).
+func softmaxBack(ds, p []float32, d, s float32) { softmaxBackGo(ds, p, d, s) }
+
 // rowVector is the width that scaleMaxRows and expRows need a multiple of.
 const rowVector = 1
 

@@ -654,6 +654,15 @@ func addMulGo(out, a, b []float32, mul bool) {
 	}
 }
 
+// softmaxBackGo sets ds[i] = p[i]·(ds[i] − d)·s over len(ds) elements: a row of the softmax's
+// backward pass (ds holds the probabilities' gradient dP on entry, the scores' on return).
+func softmaxBackGo(ds, p []float32, d, s float32) {
+	p = p[:len(ds)]
+	for i := range ds {
+		ds[i] = p[i] * (ds[i] - d) * s
+	}
+}
+
 func scaleMaxRowsGo(x []float32, ld, rows, w int, s float32, mx []float32) {
 	for r := range rows {
 		mx[r] = scaleMaxGo(x[r*ld:r*ld+w], s)

@@ -897,6 +897,31 @@ func TestAddMul(t *testing.T) {
 	}
 }
 
+// TestSoftmaxBack checks the softmax backward's row kernel (vectors where the CPU has them)
+// against the plain formula bit for bit, at lengths around the vector widths, with an element
+// past the row that must stay as it was.
+func TestSoftmaxBack(t *testing.T) {
+	for n := range 70 {
+		ds, p := make([]float32, n+1), make([]float32, n+1)
+		for i := range ds {
+			ds[i], p[i] = float32(i%9)*0.37-1.2, float32(i%4)*0.21+0.05
+		}
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = p[i] * (ds[i] - 0.31) * 0.125
+		}
+		softmaxBack(ds[:n], p, 0.31, 0.125)
+		for i, w := range want {
+			if ds[i] != w {
+				t.Fatalf("n %d, element %d: %v, want %v", n, i, ds[i], w)
+			}
+		}
+		if ds[n] != float32(n%9)*0.37-1.2 {
+			t.Fatalf("n %d: the element past the row changed to %v", n, ds[n])
+		}
+	}
+}
+
 func upload32(be *Backend, v []float32) backend.Tensor {
 	t := be.Alloc(len(v))
 	be.Upload(t, v)
