@@ -63,13 +63,7 @@ func pairs(p1, p2 *matmulCall) bool {
 		p1.bias != nil || p1.dbias != nil || p1.epilogue != epNone {
 		return false
 	}
-	ts := []*tensor{p1.c, p1.a, p1.b, p2.c, p2.a}
-	for i, t := range ts {
-		if overlapsAny(t, ts[:i]) {
-			return false
-		}
-	}
-	return true
+	return !overlapping([]*tensor{p1.c, p1.a, p1.b, p2.c, p2.a})
 }
 
 // launch is how a product runs: its grid of tiles, where its sums go and its parameter words
@@ -249,12 +243,13 @@ func (be *Backend) placePartials(ms []*matmulCall, ls []*launch, binds []*tensor
 		if l.slices <= 1 {
 			continue
 		}
-		if mm.bias != nil || mm.epilogue != epNone || need+alignUp(l.slices*l.elems()) > lim ||
+		n := alignUp(l.slices * l.elems())
+		if mm.bias != nil || mm.epilogue != epNone || need+n > lim ||
 			!be.ok() || !bindable(mm.c) || mm.dbias != nil && !bindable(mm.dbias) {
 			all = false
 			continue
 		}
-		held[i], need, count = true, need+alignUp(l.slices*l.elems()), count+1
+		held[i], need, count = true, need+n, count+1
 		add = append(add, mm.c)
 		if mm.dbias != nil {
 			add = append(add, mm.dbias)
@@ -336,10 +331,7 @@ func overlapping(ts []*tensor) bool {
 func (be *Backend) holdReduces(ms []*matmulCall, ls []*launch, held []bool) {
 	for i, mm := range ms {
 		if held[i] {
-			h := heldReduce{c: mm.c, part: ls[i].out, M: mm.M, N: mm.N, slices: ls[i].slices, accumulate: mm.accumulate}
-			if mm.dbias != nil {
-				h.bias = mm.dbias
-			}
+			h := heldReduce{c: mm.c, bias: mm.dbias, part: ls[i].out, M: mm.M, N: mm.N, slices: ls[i].slices, accumulate: mm.accumulate}
 			be.held = append(be.held, h)
 			// In step with the partial sums placed, even if a dispatch in between ran the held
 			// reduces (placePartials flushes first where the product's dispatch would).
