@@ -11,8 +11,8 @@ import (
 
 // Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
 // each layout, timed over many dispatches in one submit and reported in GFLOP/s, attention's
-// passes (also many per submit), and the dispatch cost of a tiny kernel. Whole training
-// steps are timed by tinygpt bench.
+// passes (also many per submit), and the dispatch cost of a tiny kernel, as the host records
+// it and as the GPU runs it. Whole training steps are timed by tinygpt bench.
 //
 //	go test -run NONE -bench . ./backend/webgpu
 
@@ -162,6 +162,65 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 			b.StopTimer()
 			b.Log(g.Profile(b.N))
+		})
+	}
+}
+
+// BenchmarkDispatchFloor is what a dispatch costs the GPU in a stream of dependent ones (the
+// binding puts a barrier after each), the host's recording left out: each round records n
+// small dispatches with no submit in between (the stream is not cut every gpu.FlushEvery
+// dispatches), then times their one submit until the GPU has finished, and reports that time
+// per dispatch. The variants take the cost apart: one kernel of one workgroup again and again;
+// two kernels in turn (a pipeline switch at every dispatch); one kernel with a parameter block
+// of its own each time, of eight (a bind group switch at every dispatch); and one kernel over
+// 1,024 workgroups (1 MB read twice and written: a full GPU's launch and drain). The timed
+// submit also holds the read's copy, a few µs over the thousand.
+func BenchmarkDispatchFloor(b *testing.B) {
+	g := openGPU(b)
+	const n = 1000
+	x, y, z := g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(1<<18)
+	defer g.Release(x)
+	defer g.Release(y)
+	defer g.Release(z)
+	out := make([]float32, 1)
+	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+	for _, v := range []struct {
+		name   string
+		record func(i int)
+	}{
+		{"same", func(int) { g.Add(z, x, y, 256) }},
+		{"alternating", func(i int) {
+			if i%2 == 0 {
+				g.Add(z, x, y, 256)
+			} else {
+				g.Mul(z, x, y, 256)
+			}
+		}},
+		{"params", func(i int) { g.Add(z, x, y, 256-4*(i%8)) }},
+		{"wide", func(int) { g.Add(z, x, y, 1<<18) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			gpu.FlushEvery = 0
+			v.record(0)
+			g.Download(out, z, 0) // compile and warm up
+			var gpuTime time.Duration
+			for range b.N {
+				before := g.dev.Stats().Dispatches
+				for i := range n {
+					v.record(i)
+				}
+				g.settleAll()
+				if d := g.dev.Stats().Dispatches - before; d != n {
+					b.Fatalf("%d calls recorded %d dispatches, want one each", n, d)
+				}
+				t0 := time.Now()
+				g.Download(out, z, 0)
+				gpuTime += time.Since(t0)
+			}
+			if err := g.Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(gpuTime.Seconds()*1e6/float64(b.N*n), "µs/dispatch")
 		})
 	}
 }
