@@ -173,12 +173,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 // per dispatch. The variants take the cost apart: one kernel of one workgroup again and again;
 // two kernels in turn (a pipeline switch at every dispatch); one kernel with a parameter block
 // of its own each time, of eight (a bind group switch at every dispatch); and one kernel over
-// 1,024 workgroups (1 MB read twice and written: a full GPU's launch and drain). The timed
+// 1,024 workgroups (1 MB read twice and written: a full GPU's launch and drain); and, for
+// comparison, a LayerNorm at the large preset's shape. The timed
 // submit also holds the read's copy, a few µs over the thousand.
 func BenchmarkDispatchFloor(b *testing.B) {
 	g := openGPU(b)
 	const n = 1000
-	x, y, z := g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(1<<18)
+	x, y, z, w := g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(4096)
+	defer g.Release(w)
 	defer g.Release(x)
 	defer g.Release(y)
 	defer g.Release(z)
@@ -198,6 +200,9 @@ func BenchmarkDispatchFloor(b *testing.B) {
 		}},
 		{"params", func(i int) { g.Add(z, x, y, 256-4*(i%8)) }},
 		{"wide", func(int) { g.Add(z, x, y, 1<<18) }},
+		// A small kernel of the model: a LayerNorm over large's activations (1,536 rows of
+		// 192, a workgroup a row, two reductions).
+		{"layernorm", func(int) { g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			gpu.FlushEvery = 0
@@ -211,7 +216,7 @@ func BenchmarkDispatchFloor(b *testing.B) {
 				}
 				g.settleAll()
 				if d := g.dev.Stats().Dispatches - before; d != n {
-					b.Fatalf("%d calls recorded %d dispatches, want one each", n, d)
+					b.Fatalf("%d calls recorded %d dispatches, want one each (%v)", n, d, g.Err())
 				}
 				t0 := time.Now()
 				g.Download(out, z, 0)
