@@ -202,7 +202,9 @@ func BenchmarkDispatchFloor(b *testing.B) {
 		{"wide", func(int) { g.Add(z, x, y, 1<<18) }},
 		// A small kernel of the model: a LayerNorm over large's activations (1,536 rows of
 		// 192, a workgroup a row, two reductions).
-		{"layernorm", func(int) { g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192) }},
+		{"layernorm", func(int) {
+			g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
+		}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			gpu.FlushEvery = 0
