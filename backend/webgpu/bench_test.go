@@ -131,14 +131,17 @@ func BenchmarkDispatch(b *testing.B) {
 	g := openGPU(b)
 	x := g.Alloc(256)
 	defer g.Release(x)
+	y, z := g.Alloc(256), g.Alloc(256)
+	defer g.Release(y)
+	defer g.Release(z)
 	out := make([]float32, 1)
-	g.Add(x, x, x, 256)
-	g.Download(out, x, 0)
+	g.Add(z, x, y, 256)
+	g.Download(out, z, 0)
 	b.ResetTimer()
 	for range b.N {
-		g.Add(x, x, x, 256)
+		g.Add(z, x, y, 256) // in place (z = x), the add would first copy x to scratch
 	}
-	g.Download(out, x, 0)
+	g.Download(out, z, 0)
 }
 
 // BenchmarkRoundTrip is the latency of one small kernel submitted and read back (one float),
@@ -169,13 +172,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 // BenchmarkDispatchFloor is what a dispatch costs the GPU in a stream of dependent ones (the
 // binding puts a barrier after each), the host's recording left out: each round records n
 // small dispatches with no submit in between (the stream is not cut every gpu.FlushEvery
-// dispatches), then times their one submit until the GPU has finished, and reports that time
-// per dispatch. The variants take the cost apart: one kernel of one workgroup again and again;
-// two kernels in turn (a pipeline switch at every dispatch); one kernel with a parameter block
-// of its own each time, of eight (a bind group switch at every dispatch); and one kernel over
-// 1,024 workgroups (1 MB read twice and written: a full GPU's launch and drain); and, for
-// comparison, a LayerNorm at the large preset's shape. The timed
-// submit also holds the read's copy, a few µs over the thousand.
+// dispatches), then times their one submit until the GPU has finished (the read's copy
+// included, a few µs over the thousand) and reports that time per dispatch. The variants take
+// the cost apart: one kernel of one workgroup again and again; two kernels in turn (a pipeline
+// switch at every dispatch); one kernel with a parameter block of its own each time, of eight
+// (a bind group switch at every dispatch); one kernel over 1,024 workgroups (1 MB read twice
+// and written: a full GPU's launch and drain); and, for comparison, a LayerNorm at the large
+// preset's shape.
 func BenchmarkDispatchFloor(b *testing.B) {
 	g := openGPU(b)
 	const n = 1000
