@@ -9,10 +9,12 @@ import (
 	"tinygpt/backend/webgpu/internal/gpu"
 )
 
-// Benchmarks for the GPU machine (on lavapipe they measure the CPU): the matrix products in
-// each layout, timed over many dispatches in one submit and reported in GFLOP/s, attention's
-// passes (also many per submit), and the dispatch cost of a tiny kernel, as the host records
-// it and as the GPU runs it. Whole training steps are timed by tinygpt bench.
+// Benchmarks for the GPU machine (on lavapipe they measure the CPU, slowly): the matrix
+// products in each layout, timed over many dispatches in one submit and reported in GFLOP/s,
+// attention's passes (also many per submit), the dispatch cost of a tiny kernel, as the host
+// records it and as the GPU runs it, and two probes of the GPU itself: the rate of
+// multiply-adds a WGSL kernel reaches (FMAPeak) and what reads of workgroup memory cost
+// (SharedReads). Whole training steps are timed by tinygpt bench.
 //
 //	go test -run NONE -bench . ./backend/webgpu
 
@@ -148,20 +150,21 @@ func BenchmarkDispatch(b *testing.B) {
 // with the host sleeping between polls of the GPU or spinning first.
 func BenchmarkRoundTrip(b *testing.B) {
 	g := openGPU(b)
-	x := g.Alloc(256)
+	x, y := g.Alloc(256), g.Alloc(256)
 	defer g.Release(x)
+	defer g.Release(y)
 	out := make([]float32, 1)
 	defer func(s time.Duration) { gpu.SpinTime = s }(gpu.SpinTime)
 	for _, spin := range []time.Duration{0, gpu.SpinTime} {
 		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) {
 			gpu.SpinTime = spin
-			g.Add(x, x, x, 256)
-			g.Download(out, x, 0)
+			g.Add(y, x, x, 256) // into a tensor of its own: in place, the inputs are first copied
+			g.Download(out, y, 0)
 			g.dev.ResetStats()
 			b.ResetTimer()
 			for range b.N {
-				g.Add(x, x, x, 256)
-				g.Download(out, x, 0)
+				g.Add(y, x, x, 256)
+				g.Download(out, y, 0)
 			}
 			b.StopTimer()
 			b.Log(g.Profile(b.N))
@@ -178,11 +181,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 // switch at every dispatch); one kernel with a parameter block of its own each time, of eight
 // (a bind group switch at every dispatch); one kernel over 1,024 workgroups (1 MB read twice
 // and written: a full GPU's launch and drain); and, for comparison, a LayerNorm at the large
-// preset's shape.
+// preset's shape, and products from one 64×64 tile to large's q, k, v product (the same
+// kernel's fixed cost, its cost per block of K, a tile per SM). The variants that alternate
+// with an add show whether switching between kernels with and without workgroup memory costs
+// anything (on an H200 it does not: they take the mean of the two).
 func BenchmarkDispatchFloor(b *testing.B) {
 	g := openGPU(b)
 	const n = 1000
-	x, y, z, w := g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(1<<18), g.Alloc(4096)
+	x, y, z, w := g.Alloc(1<<20), g.Alloc(1<<20), g.Alloc(1<<20), g.Alloc(4096)
 	defer g.Release(w)
 	defer g.Release(x)
 	defer g.Release(y)
@@ -208,6 +214,26 @@ func BenchmarkDispatchFloor(b *testing.B) {
 		{"layernorm", func(int) {
 			g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
 		}},
+		{"layernorm-add", func(i int) {
+			if i%2 == 0 {
+				g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
+			} else {
+				g.Add(z, x, y, 256)
+			}
+		}},
+		// One 64×64 tile of a product with one block of 16 along K (the product kernel's
+		// fixed cost), alone and alternating with a kernel that uses no workgroup memory.
+		{"product-1tile", func(int) { g.MatMul(z, x, y, 64, 64, 16, backend.NN, false) }},
+		{"product-1tile-add", func(i int) {
+			if i%2 == 0 {
+				g.MatMul(z, x, y, 64, 64, 16, backend.NN, false)
+			} else {
+				g.Add(z, x, y, 256)
+			}
+		}},
+		{"product-1tile-k192", func(int) { g.MatMul(z, x, y, 64, 64, 192, backend.NN, false) }},
+		{"product-132tiles-k16", func(int) { g.MatMul(z, x, y, 768, 704, 16, backend.NN, false) }},
+		{"product-large-qkv", func(int) { g.MatMul(z, x, y, 1536, 576, 192, backend.NN, false) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			gpu.FlushEvery = 0
@@ -231,6 +257,204 @@ func BenchmarkDispatchFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(gpuTime.Seconds()*1e6/float64(b.N*n), "µs/dispatch")
+		})
+	}
+}
+
+// sharedReadsWGSL is BenchmarkSharedReads' kernel: each of a workgroup's 256 threads reads a
+// vec4 of workgroup memory (or four f32) n times, where by prm.mode, and does four
+// multiply-adds with each. The two arrays together are WebGPU's guaranteed 16 KB.
+const sharedReadsWGSL = `
+struct P { n: u32, mode: u32, p0: u32, p1: u32 }
+@group(0) @binding(0) var<uniform> prm: P;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+var<workgroup> tile: array<vec4<f32>, 512>;
+var<workgroup> tiles: array<f32, 2048>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    for (var i = lid; i < 512u; i += 256u) {
+        tile[i] = vec4<f32>(f32(i), 1.0, 2.0, 3.0);
+    }
+    for (var i = lid; i < 2048u; i += 256u) {
+        tiles[i] = f32(i);
+    }
+    workgroupBarrier();
+    let x = vec4<f32>(f32(lid) * 1e-3);
+    var a0 = vec4<f32>(0.0); var a1 = vec4<f32>(0.0); var a2 = vec4<f32>(0.0); var a3 = vec4<f32>(0.0);
+    // Each thread reads vec4 k + off of tile: off 0 (mode 0: the same vec4 for all threads,
+    // though the compiler cannot tell), the thread (1: 32 distinct vec4 a warp), the thread mod
+    // 16 (2: 16 distinct, each read by two threads of a warp, as main64 reads B), the warp (5:
+    // one a warp), the thread's half warp mod 2 (6: two a warp, as main64 reads A). Mode 4
+    // reads vec4 k (the same for all threads, known to the compiler), mode 3 the four f32
+    // of it, from tiles.
+    var off = 0u;
+    if (prm.mode == 1u) { off = lid; }
+    if (prm.mode == 2u) { off = lid % 16u; }
+    if (prm.mode == 5u) { off = lid / 32u; }
+    if (prm.mode == 6u) { off = (lid / 16u) % 2u; }
+    if (prm.mode == 4u) {
+        for (var k = 0u; k < prm.n; k += 4u) {
+            a0 = fma(tile[k & 511u], x, a0);
+            a1 = fma(tile[(k + 1u) & 511u], x, a1);
+            a2 = fma(tile[(k + 2u) & 511u], x, a2);
+            a3 = fma(tile[(k + 3u) & 511u], x, a3);
+        }
+    } else if (prm.mode == 3u) {
+        for (var k = 0u; k < prm.n; k += 4u) {
+            let j = (4u * k) & 2047u;
+            a0 = fma(vec4<f32>(tiles[j], tiles[j + 1u], tiles[j + 2u], tiles[j + 3u]), x, a0);
+            a1 = fma(vec4<f32>(tiles[j + 4u], tiles[j + 5u], tiles[j + 6u], tiles[j + 7u]), x, a1);
+            a2 = fma(vec4<f32>(tiles[j + 8u], tiles[j + 9u], tiles[j + 10u], tiles[j + 11u]), x, a2);
+            a3 = fma(vec4<f32>(tiles[j + 12u], tiles[j + 13u], tiles[j + 14u], tiles[j + 15u]), x, a3);
+        }
+    } else {
+        for (var k = 0u; k < prm.n; k += 4u) {
+            a0 = fma(tile[(k + off) & 511u], x, a0);
+            a1 = fma(tile[(k + 1u + off) & 511u], x, a1);
+            a2 = fma(tile[(k + 2u + off) & 511u], x, a2);
+            a3 = fma(tile[(k + 3u + off) & 511u], x, a3);
+        }
+    }
+    out[wg.x * 256u + lid] = dot(a0 + a1 + a2 + a3, vec4<f32>(1.0));
+}
+`
+
+// BenchmarkSharedReads is what a read of workgroup memory costs by its pattern (see
+// sharedReadsWGSL): 132 workgroups (one per SM of an H100 or H200) or four times as many,
+// each thread reading a vec4 for four multiply-adds, n times, in one dispatch. Reported in ns
+// per read of one SM's share (its workgroups' 256 threads each reading once); 1 ns is about
+// two cycles of an H200 at full clock.
+func BenchmarkSharedReads(b *testing.B) {
+	g := openGPU(b)
+	k, err := g.dev.NewKernel("sharedreads", sharedReadsWGSL, "main", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1 << 14
+	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+	out := make([]float32, 1)
+	for _, per := range []int{1, 4} {
+		groups := 132 * per
+		o := g.Alloc(groups * 256)
+		ot := ten(o)
+		bind := []gpu.Binding{{Buf: ot.buf, Off: uint64(ot.off) * 4, Size: uint64(groups) * 256 * 4}}
+		for _, mode := range []struct {
+			name string
+			m    uint32
+		}{{"broadcast", 0}, {"distinct", 1}, {"half-warp", 2}, {"uniform-f32x4", 3}, {"uniform", 4},
+			{"one-a-warp", 5}, {"two-a-warp", 6}} {
+			b.Run(fmt.Sprintf("%dwg/%s", per, mode.name), func(b *testing.B) {
+				gpu.FlushEvery = 0
+				var d time.Duration
+				for i := range b.N + 1 {
+					for range 10 {
+						if err := g.dev.Dispatch(k, []uint32{n, mode.m, 0, 0}, bind, groups, 1, 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+					t0 := time.Now()
+					g.Download(out, o, 0)
+					if i > 0 { // the first round compiles and warms up
+						d += time.Since(t0)
+					}
+				}
+				b.ReportMetric(d.Seconds()*1e9/float64(b.N*10*n*per), "ns/read")
+			})
+		}
+		g.Release(o)
+	}
+}
+
+// fmaPeakWGSL is BenchmarkFMAPeak's kernel: each thread updates 32 independent sums n times
+// (each step of a sum waits only for its own last step),
+// written in ways chosen by prm.mode: as eight vec4 sums, each a vec4 times a scalar splat (0,
+// as main64's inner loop), as eight vec4 sums of vec4 products (1), or as 32 f32 sums (2);
+// mode 3 is mode 1 with half the sums each adding the step just made of another.
+const fmaPeakWGSL = `
+struct P { n: u32, mode: u32, p0: u32, p1: u32 }
+@group(0) @binding(0) var<uniform> prm: P;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let f = f32(lid) * 1e-3;
+    let v = vec4<f32>(f, f + 0.1, f + 0.2, f + 0.3);
+    let w = vec4<f32>(0.999, 0.998, 0.997, 0.996);
+    var a0 = v; var a1 = v * 2.0; var a2 = v * 3.0; var a3 = v * 4.0;
+    var a4 = v * 5.0; var a5 = v * 6.0; var a6 = v * 7.0; var a7 = v * 8.0;
+    if (prm.mode == 0u) {
+        for (var k = 0u; k < prm.n; k++) {
+            a0 = fma(vec4<f32>(w.x), v, a0); a1 = fma(vec4<f32>(w.y), v, a1);
+            a2 = fma(vec4<f32>(w.z), v, a2); a3 = fma(vec4<f32>(w.w), v, a3);
+            a4 = fma(vec4<f32>(w.x), v, a4); a5 = fma(vec4<f32>(w.y), v, a5);
+            a6 = fma(vec4<f32>(w.z), v, a6); a7 = fma(vec4<f32>(w.w), v, a7);
+        }
+    } else if (prm.mode == 1u) {
+        for (var k = 0u; k < prm.n; k++) {
+            a0 = fma(w, v, a0); a1 = fma(w, v, a1); a2 = fma(w, v, a2); a3 = fma(w, v, a3);
+            a4 = fma(w, v, a4); a5 = fma(w, v, a5); a6 = fma(w, v, a6); a7 = fma(w, v, a7);
+        }
+    } else if (prm.mode == 3u) {
+        for (var k = 0u; k < prm.n; k++) {
+            a0 = fma(w, v, a0); a1 = fma(w, v, a1); a2 = fma(w, v, a2); a3 = fma(w, v, a3);
+            a4 = fma(w, a0, a4); a5 = fma(w, a1, a5); a6 = fma(w, a2, a6); a7 = fma(w, a3, a7);
+        }
+    } else {
+        var s: array<f32, 32>;
+        for (var i = 0u; i < 32u; i++) {
+            s[i] = f * f32(i);
+        }
+        for (var k = 0u; k < prm.n; k++) {
+            for (var i = 0u; i < 32u; i++) {
+                s[i] = fma(w[i % 4u], f, s[i]);
+            }
+        }
+        for (var i = 0u; i < 8u; i++) {
+            a0 += vec4<f32>(s[4u * i], s[4u * i + 1u], s[4u * i + 2u], s[4u * i + 3u]);
+        }
+    }
+    let t = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    out[wg.x * 256u + lid] = dot(t, vec4<f32>(1.0));
+}
+`
+
+// BenchmarkFMAPeak is the rate of fused multiply-adds a WGSL kernel reaches on this GPU and
+// driver (with no memory traffic), in the ways a kernel can write them (see fmaPeakWGSL),
+// over 132·8 workgroups of 256 threads in one dispatch.
+func BenchmarkFMAPeak(b *testing.B) {
+	g := openGPU(b)
+	k, err := g.dev.NewKernel("fmapeak", fmaPeakWGSL, "main", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n, groups = 1 << 12, 132 * 8
+	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+	out := make([]float32, 1)
+	o := g.Alloc(groups * 256)
+	defer g.Release(o)
+	ot := ten(o)
+	bind := []gpu.Binding{{Buf: ot.buf, Off: uint64(ot.off) * 4, Size: groups * 256 * 4}}
+	for _, mode := range []struct {
+		name string
+		m    uint32
+	}{{"splat", 0}, {"vec4", 1}, {"f32", 2}, {"vec4-chained", 3}} {
+		b.Run(mode.name, func(b *testing.B) {
+			gpu.FlushEvery = 0
+			var d time.Duration
+			for i := range b.N + 1 {
+				for range 10 {
+					if err := g.dev.Dispatch(k, []uint32{n, mode.m, 0, 0}, bind, groups, 1, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t0 := time.Now()
+				g.Download(out, o, 0)
+				if i > 0 {
+					d += time.Since(t0)
+				}
+			}
+			b.ReportMetric(2*32*float64(n)*groups*256*float64(b.N*10)/d.Seconds()/1e9, "GFLOP/s")
 		})
 	}
 }
