@@ -370,7 +370,8 @@ func BenchmarkSharedReads(b *testing.B) {
 // (each step of a sum waits only for its own last step),
 // written in ways chosen by prm.mode: as eight vec4 sums, each a vec4 times a scalar splat (0,
 // as main64's inner loop), as eight vec4 sums of vec4 products (1), or as 32 f32 sums (2);
-// mode 3 is mode 1 with half the sums each adding the step just made of another.
+// mode 3 is mode 1 with half the sums each adding the step just made of another; modes 4 and
+// 5 are f32 sums whose two factors both change from sum to sum, 5 as a 4×8 outer product.
 const fmaPeakWGSL = `
 struct P { n: u32, mode: u32, p0: u32, p1: u32 }
 @group(0) @binding(0) var<uniform> prm: P;
@@ -405,9 +406,28 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
         for (var i = 0u; i < 32u; i++) {
             s[i] = f * f32(i);
         }
-        for (var k = 0u; k < prm.n; k++) {
-            for (var i = 0u; i < 32u; i++) {
-                s[i] = fma(w[i % 4u], f, s[i]);
+        if (prm.mode == 2u) {
+            for (var k = 0u; k < prm.n; k++) {
+                for (var i = 0u; i < 32u; i++) {
+                    s[i] = fma(w[i % 4u], f, s[i]);
+                }
+            }
+        } else if (prm.mode == 4u) {
+            for (var k = 0u; k < prm.n; k++) {
+                for (var i = 0u; i < 32u; i++) {
+                    s[i] = fma(w[i % 4u], v[(i / 4u) % 4u], s[i]);
+                }
+            }
+        } else {
+            // An outer product, as a register block's: sum 8·i + j adds a[i]·b[j].
+            let b2 = v * 1.001;
+            for (var k = 0u; k < prm.n; k++) {
+                for (var i = 0u; i < 4u; i++) {
+                    for (var j = 0u; j < 4u; j++) {
+                        s[8u * i + j] = fma(w[i], v[j], s[8u * i + j]);
+                        s[8u * i + 4u + j] = fma(w[i], b2[j], s[8u * i + 4u + j]);
+                    }
+                }
             }
         }
         for (var i = 0u; i < 8u; i++) {
@@ -438,7 +458,7 @@ func BenchmarkFMAPeak(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		m    uint32
-	}{{"splat", 0}, {"vec4", 1}, {"f32", 2}, {"vec4-chained", 3}} {
+	}{{"splat", 0}, {"vec4", 1}, {"f32", 2}, {"vec4-chained", 3}, {"f32-two", 4}, {"f32-outer", 5}} {
 		b.Run(mode.name, func(b *testing.B) {
 			gpu.FlushEvery = 0
 			var d time.Duration
