@@ -327,42 +327,55 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
 // two cycles of an H200 at full clock.
 func BenchmarkSharedReads(b *testing.B) {
 	g := openGPU(b)
-	k, err := g.dev.NewKernel("sharedreads", sharedReadsWGSL, "main", 1)
+	const n = 1 << 14
+	for _, per := range []int{1, 4} {
+		b.Run(fmt.Sprintf("%dwg", per), func(b *testing.B) {
+			run := probeKernel(b, g, "sharedreads", sharedReadsWGSL, 132*per)
+			for _, mode := range []struct {
+				name string
+				m    uint32
+			}{{"broadcast", 0}, {"distinct", 1}, {"half-warp", 2}, {"uniform-f32x4", 3}, {"uniform", 4},
+				{"one-a-warp", 5}, {"two-a-warp", 6}} {
+				b.Run(mode.name, func(b *testing.B) {
+					b.ReportMetric(float64(run(b, n, mode.m).Nanoseconds())/float64(n*per), "ns/read")
+				})
+			}
+		})
+	}
+}
+
+// probeKernel compiles a probe kernel (WGSL with a uniform of four words and one storage
+// buffer, entry main) and returns a function that times b.N rounds of ten dispatches of it
+// (b the caller's) over groups workgroups with parameters n and mode, after one round to
+// compile and warm up, and returns the GPU's time per dispatch (each round's submit until its
+// read is done).
+func probeKernel(b *testing.B, g *Backend, name, src string, groups int) func(b *testing.B, n, mode uint32) time.Duration {
+	k, err := g.dev.NewKernel(name, src, "main", 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const n = 1 << 14
-	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+	o := g.Alloc(groups * 256)
+	b.Cleanup(func() { g.Release(o) })
+	ot := ten(o)
+	bind := []gpu.Binding{{Buf: ot.buf, Off: uint64(ot.off) * 4, Size: uint64(groups) * 256 * 4}}
 	out := make([]float32, 1)
-	for _, per := range []int{1, 4} {
-		groups := 132 * per
-		o := g.Alloc(groups * 256)
-		ot := ten(o)
-		bind := []gpu.Binding{{Buf: ot.buf, Off: uint64(ot.off) * 4, Size: uint64(groups) * 256 * 4}}
-		for _, mode := range []struct {
-			name string
-			m    uint32
-		}{{"broadcast", 0}, {"distinct", 1}, {"half-warp", 2}, {"uniform-f32x4", 3}, {"uniform", 4},
-			{"one-a-warp", 5}, {"two-a-warp", 6}} {
-			b.Run(fmt.Sprintf("%dwg/%s", per, mode.name), func(b *testing.B) {
-				gpu.FlushEvery = 0
-				var d time.Duration
-				for i := range b.N + 1 {
-					for range 10 {
-						if err := g.dev.Dispatch(k, []uint32{n, mode.m, 0, 0}, bind, groups, 1, 1); err != nil {
-							b.Fatal(err)
-						}
-					}
-					t0 := time.Now()
-					g.Download(out, o, 0)
-					if i > 0 { // the first round compiles and warms up
-						d += time.Since(t0)
-					}
+	return func(b *testing.B, n, mode uint32) time.Duration {
+		defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+		gpu.FlushEvery = 0
+		var d time.Duration
+		for i := range b.N + 1 {
+			for range 10 {
+				if err := g.dev.Dispatch(k, []uint32{n, mode, 0, 0}, bind, groups, 1, 1); err != nil {
+					b.Fatal(err)
 				}
-				b.ReportMetric(d.Seconds()*1e9/float64(b.N*10*n*per), "ns/read")
-			})
+			}
+			t0 := time.Now()
+			g.Download(out, o, 0)
+			if i > 0 {
+				d += time.Since(t0)
+			}
 		}
-		g.Release(o)
+		return d / time.Duration(10*b.N)
 	}
 }
 
@@ -444,37 +457,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
 // over 132·8 workgroups of 256 threads in one dispatch.
 func BenchmarkFMAPeak(b *testing.B) {
 	g := openGPU(b)
-	k, err := g.dev.NewKernel("fmapeak", fmaPeakWGSL, "main", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
 	const n, groups = 1 << 12, 132 * 8
-	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
-	out := make([]float32, 1)
-	o := g.Alloc(groups * 256)
-	defer g.Release(o)
-	ot := ten(o)
-	bind := []gpu.Binding{{Buf: ot.buf, Off: uint64(ot.off) * 4, Size: groups * 256 * 4}}
+	run := probeKernel(b, g, "fmapeak", fmaPeakWGSL, groups)
 	for _, mode := range []struct {
 		name string
 		m    uint32
 	}{{"splat", 0}, {"vec4", 1}, {"f32", 2}, {"vec4-chained", 3}, {"f32-two", 4}, {"f32-outer", 5}} {
 		b.Run(mode.name, func(b *testing.B) {
-			gpu.FlushEvery = 0
-			var d time.Duration
-			for i := range b.N + 1 {
-				for range 10 {
-					if err := g.dev.Dispatch(k, []uint32{n, mode.m, 0, 0}, bind, groups, 1, 1); err != nil {
-						b.Fatal(err)
-					}
-				}
-				t0 := time.Now()
-				g.Download(out, o, 0)
-				if i > 0 {
-					d += time.Since(t0)
-				}
-			}
-			b.ReportMetric(2*32*float64(n)*groups*256*float64(b.N*10)/d.Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(2*32*float64(n)*groups*256/run(b, n, mode.m).Seconds()/1e9, "GFLOP/s")
 		})
 	}
 }
