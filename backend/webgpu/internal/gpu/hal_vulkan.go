@@ -4,7 +4,9 @@ package gpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,8 +20,18 @@ import (
 )
 
 // shaderModule describes the shader module of the WGSL source src: compiled to SPIR-V here,
-// without naga's zeroing of workgroup memory (see zeroinit.go).
+// without naga's zeroing of workgroup memory (see zeroinit.go), or read from the folder that
+// TINYGPT_SPIRV_DIR names (see spirvEnv).
 func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
+	if dir := os.Getenv(spirvEnv); dir != "" {
+		words, err := loadSPIRV(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		if words != nil {
+			return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
+		}
+	}
 	b, err := naga.Compile(src)
 	if err != nil {
 		return nil, err
@@ -39,6 +51,43 @@ func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
 	return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
 }
 
+// spirvEnv names an environment variable for kernel experiments: when it names a folder, a
+// kernel whose SPIR-V is found there (NAME.spv, as TINYGPT_DUMP_SPIRV writes it) is given to
+// the driver as it is, in place of what naga makes of its WGSL, so that SPIR-V changed by other
+// tools (spirv-opt, a hand edit) can be timed. Kernels it does not hold compile as usual.
+const spirvEnv = "TINYGPT_SPIRV_DIR"
+
+// loadSPIRV returns the SPIR-V words of the kernel called name from dir, or nil if dir holds
+// none for it. A folder that does not exist is an error, lest a mistyped name time the usual
+// kernels in place of the variants.
+func loadSPIRV(dir, name string) ([]uint32, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s=%s: not a folder", spirvEnv, dir)
+	}
+	f := filepath.Join(dir, spirvFile(name))
+	b, err := os.ReadFile(f)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spirvEnv, err)
+	}
+	words, err := spirvWords(b)
+	if err == nil && (len(words) < 5 || words[0] != spirvMagic) {
+		err = fmt.Errorf("not a SPIR-V module")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", spirvEnv, f, err)
+	}
+	return words, nil
+}
+
+// spirvFile is the name of the file that holds the SPIR-V of the kernel called name: slashes
+// and spaces in name become underscores.
+func spirvFile(name string) string {
+	return strings.NewReplacer("/", "_", " ", "_").Replace(name) + ".spv"
+}
+
 // dumpSPIRV writes the SPIR-V words of the kernel called name, as the driver gets them, to
 // dir/name.spv (slashes and spaces in name become underscores). A developer's aid: with
 // TINYGPT_DUMP_SPIRV=dir set, every kernel compiled is written there, for python/vkstats.py
@@ -48,6 +97,5 @@ func dumpSPIRV(dir, name string, words []uint32) error {
 	for i, w := range words {
 		binary.LittleEndian.PutUint32(b[4*i:], w)
 	}
-	f := strings.NewReplacer("/", "_", " ", "_").Replace(name) + ".spv"
-	return os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	return os.WriteFile(filepath.Join(dir, spirvFile(name)), b, 0o644)
 }

@@ -17,6 +17,7 @@ import (
 // SPIR-V opcodes and the storage class this file looks for.
 const (
 	opNop          = 0
+	spirvMagic     = 0x07230203 // a SPIR-V module's first word
 	opConstantNull = 46
 	opVariable     = 59
 	opStore        = 62
@@ -29,7 +30,7 @@ const (
 // of instructions.
 func stripWorkgroupZeroing(words []uint32) int {
 	const header = 5
-	if len(words) < header || words[0] != 0x07230203 {
+	if len(words) < header || words[0] != spirvMagic {
 		return -1
 	}
 	// Check the instruction stream first, so that a malformed module is left as it is.
