@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Disassemble the machine code NVIDIA's Vulkan driver compiled our kernels into (SASS).
+
+WebGPU and Vulkan show nothing of what the driver makes of a kernel, and no profiler reaches
+Vulkan compute kernels on the GPU machine. But the driver keeps what it compiled in its shader
+cache, and each entry there holds the kernel's machine code: this script finds the compute
+kernels in a cache folder, cuts out their code and runs nvdisasm (CUDA's disassembler) on it.
+
+    mkdir /tmp/glc /tmp/spv
+    __GL_SHADER_DISK_CACHE_PATH=/tmp/glc __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \\
+        TINYGPT_DUMP_SPIRV=/tmp/spv tinygpt bench --backend webgpu --presets small --steps 3
+    python3 sass.py --spirv /tmp/spv /tmp/glc /tmp/sass
+    # /tmp/sass/matmul_main64_0.sass, ...
+
+Start from an empty cache folder: the driver compiles only what it has not cached. --spirv
+names a TINYGPT_DUMP_SPIRV folder of the same run, to name each kernel (an entry only knows the
+SPIR-V id of its entry point); without it files are named by that id. Needs the zstd command
+(the entries are zstd frames) and nvdisasm (on the GPU machine in /usr/local/cuda/bin); without
+nvdisasm the raw code is written (NAME.bin) for `nvdisasm -b SM90 NAME.bin` elsewhere. The
+layout of the cache entries is undocumented and was read off driver 580 (H200, 2026-11-27): an
+entry is a header ("NVDANVVMNVuc"), whose words at 0x4c and 0x50 give the code's size and
+offset (less 8), and a function named __id<N>_<N> for the entry point whose SPIR-V id is N.
+"""
+import argparse
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ENTRY_MAGIC = b"NVDANVVMNVuc"
+
+
+def frame_length(b, i):
+    """Length of the zstd frame at b[i:] (RFC 8878: header, blocks, optional checksum)."""
+    fhd = b[i + 4]
+    single = (fhd >> 5) & 1
+    n = 5 + (0 if single else 1)  # magic, descriptor, window descriptor
+    n += [0, 1, 2, 4][fhd & 3]  # dictionary id
+    fcs = [0, 2, 4, 8][fhd >> 6]
+    if fcs == 0 and single:
+        fcs = 1
+    n += fcs
+    while True:
+        h = int.from_bytes(b[i + n:i + n + 3], "little")
+        last, kind, size = h & 1, (h >> 1) & 3, h >> 3
+        if i + n + 3 > len(b) or kind == 3:
+            raise ValueError("malformed zstd frame at %d" % i)
+        n += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
+        if last:
+            break
+    return n + (4 if fhd & 4 else 0)
+
+
+def entries(path, zstd):
+    """Yield (SPIR-V id, code) for each compute kernel in the cache file at path."""
+    b = open(path, "rb").read()
+    i = b.find(ZSTD_MAGIC)
+    while i >= 0:
+        try:
+            n = frame_length(b, i)
+        except (ValueError, IndexError):
+            i = b.find(ZSTD_MAGIC, i + 4)
+            continue
+        d = subprocess.run([zstd, "-d", "-c", "-q"], input=b[i:i + n], capture_output=True).stdout
+        i = b.find(ZSTD_MAGIC, i + n)
+        if not d.startswith(ENTRY_MAGIC) or len(d) < 0x54:
+            continue
+        size, off = struct.unpack_from("<II", d, 0x4C)
+        m = re.search(rb"__id(\d+)_\1", d)
+        if m and off + 8 + size <= len(d):
+            yield int(m.group(1)), d[off + 8:off + 8 + size]
+
+
+def spirv_names(folder):
+    """Map SPIR-V entry point ids to the TINYGPT_DUMP_SPIRV file (less .spv) that compiles them:
+    a file NAME_ENTRY_VARIANT.spv is the pipeline of entry point ENTRY."""
+    names = {}
+    for f in sorted(os.listdir(folder)):
+        if not f.endswith(".spv"):
+            continue
+        w = open(os.path.join(folder, f), "rb").read()
+        words = struct.unpack("<%dI" % (len(w) // 4), w[:len(w) // 4 * 4])
+        i = 5
+        while i < len(words):
+            n, op = words[i] >> 16, words[i] & 0xFFFF
+            if n == 0:
+                break
+            if op == 15 and n > 3:  # OpEntryPoint model id name...
+                raw = struct.pack("<%dI" % (n - 3), *words[i + 3:i + n])
+                entry = raw.split(b"\0")[0].decode()
+                if re.fullmatch(r"(.*_)?%s(_\d+)?" % re.escape(entry), f[:-4]):
+                    names.setdefault(words[i + 2], []).append(f[:-4])
+            i += n
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cache", help="the driver's shader cache folder (or one .bin file of it)")
+    ap.add_argument("out", help="folder for the disassembly")
+    ap.add_argument("--spirv", help="the same run's TINYGPT_DUMP_SPIRV folder, to name the kernels")
+    ap.add_argument("--arch", default="SM90", help="nvdisasm's architecture (SM90: H100, H200)")
+    ap.add_argument("--zstd", default=shutil.which("zstd"), help="the zstd command")
+    ap.add_argument("--nvdisasm", default=shutil.which("nvdisasm") or
+                    next((p for p in ["/usr/local/cuda/bin/nvdisasm"] if os.path.exists(p)), None))
+    a = ap.parse_args()
+    if not a.zstd:
+        sys.exit("sass.py: no zstd command (apt-get install zstd, or --zstd PATH)")
+    files = [a.cache] if os.path.isfile(a.cache) else [
+        os.path.join(d, f) for d, _, fs in os.walk(a.cache) for f in fs if f.endswith(".bin")]
+    if not files:
+        sys.exit("sass.py: no .bin files in %s (was __GL_SHADER_DISK_CACHE_PATH set?)" % a.cache)
+    names = spirv_names(a.spirv) if a.spirv else {}
+    os.makedirs(a.out, exist_ok=True)
+    seen = {}
+    for f in files:
+        for ident, code in entries(f, a.zstd):
+            cands = names.get(ident, [])
+            name = cands[0] if len(cands) == 1 else "id%d" % ident
+            k = seen.get(name, 0)
+            seen[name] = k + 1
+            if k:
+                name += "-%d" % k  # the same id in another module, or a recompile
+            raw = os.path.join(a.out, name + ".bin")
+            with open(raw, "wb") as w:
+                w.write(code)
+            line = "%s: %d instructions" % (name, len(code) // 16)
+            if len(cands) > 1:
+                line += " (SPIR-V id %d, one of %s)" % (ident, ", ".join(cands))
+            if a.nvdisasm:
+                r = subprocess.run([a.nvdisasm, "-b", a.arch, raw], capture_output=True, text=True)
+                if r.returncode == 0:
+                    with open(os.path.join(a.out, name + ".sass"), "w") as w:
+                        w.write(r.stdout)
+                    os.remove(raw)
+                    regs = [int(x) for x in re.findall(r"\bR(\d+)\b", r.stdout)]
+                    line += ", registers R0-R%d" % max(regs) if regs else ""
+                else:
+                    line += ", nvdisasm failed: " + r.stderr.strip()
+            print(line)
+    if not seen:
+        sys.exit("sass.py: no compute kernels found in the cache")
+
+
+if __name__ == "__main__":
+    main()
