@@ -143,6 +143,21 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 			t.Errorf("sample from %s: exit %d %s", to, code, errOut)
 		}
 	}
+	// An existing output is replaced only with --force: IN and OUT swapped by mistake must not
+	// turn the checkpoint into a copy of a smaller model.
+	before, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = tinygpt(t, "", "convert", "--to", "fp32", filepath.Join(dir, "m.int4.tinygpt"), model)
+	if after, _ := os.ReadFile(model); code != 1 || !strings.Contains(errOut, "pass --force") || !bytes.Equal(after, before) {
+		t.Errorf("convert onto an existing model without --force: exit %d, %q, the file changed: %v", code, errOut, !bytes.Equal(after, before))
+	}
+	fp32 := filepath.Join(dir, "m.fp32.tinygpt")
+	code, out, errOut = tinygpt(t, "", "convert", "--force", "--to", "fp32", filepath.Join(dir, "m.int4.tinygpt"), fp32)
+	if g, err := format.ReadFile(fp32); code != 0 || err != nil || g.M != nil {
+		t.Errorf("convert --force onto an existing model: exit %d %s%s; the file: %v", code, out, errOut, err)
+	}
 	code, _, errOut = tinygpt(t, "", "train", "--resume", filepath.Join(dir, "m.fp16.tinygpt"))
 	if code != 1 || !strings.Contains(errOut, "weights only") {
 		t.Errorf("resuming an fp16 file: exit %d, %s", code, errOut)

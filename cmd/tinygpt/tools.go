@@ -246,12 +246,15 @@ func ptrLoss(p *float64) string {
 }
 
 func cmdConvert(args []string, e *env) error {
-	fs := newFlags(e, "convert", "--to fp32|fp16|int4 IN OUT", `
+	fs := newFlags(e, "convert", "--to fp32|fp16|int4 [--force] IN OUT", `
 Converts a model file. fp16 (half size of the weights) and int4 (blocks of 64 weights sharing a
 scale, about 1/7 of fp32) keep the weights only, in the original TinyGPT's formats, and can be
 sampled and evaluated but not resumed. fp32 writes full-precision weights (with the AdamW moments when
-the input has them, so the copy still resumes; weights only otherwise).`)
+the input has them, so the copy still resumes; weights only otherwise). OUT must not exist
+unless --force is given, so that IN and OUT swapped by mistake cannot replace a checkpoint with
+a smaller copy of another model.`)
 	to := fs.String("to", "", "target format: fp32, fp16 or int4")
+	force := fs.Bool("force", false, "replace OUT if it exists (a model file only)")
 	rest, err := parse(e, fs, args, 2)
 	if err != nil {
 		return err
@@ -265,8 +268,12 @@ the input has them, so the copy still resumes; weights only otherwise).`)
 	if samePath(in, out) {
 		return fmt.Errorf("input and output are the same file %s", in)
 	}
-	if _, err := checkWritable("output", out); err != nil {
+	isModel, err := checkWritable("output", out)
+	if err != nil {
 		return err
+	}
+	if isModel && !*force {
+		return fmt.Errorf("output %s exists; convert replaces a file only with --force: give another name, or pass --force", out)
 	}
 	f, err := format.ReadFile(in)
 	if err != nil {
