@@ -736,6 +736,6 @@ func problem2(code string) string {
 }
 
 var (
-	problemNames  = regexp.MustCompile(`\b(loadA|loadB|store|finish|fetchA|fetchB|store4|tile64|biasRow64|reduceOne)\(`)
+	problemNames  = regexp.MustCompile(`\b(loadA|loadB|store|finish|finish4|fetchA|fetchB|store4|tile64|biasRow64|reduceOne)\(`)
 	problemArrays = regexp.MustCompile(`\b[abc]\[`)
 )
