@@ -2,6 +2,9 @@ package webgpu
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -466,5 +469,72 @@ func BenchmarkFMAPeak(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			b.ReportMetric(2*32*float64(n)*groups*256/run(b, n, mode.m).Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// TestKernelClock prints where the time of each tile of a product goes on the GPU, read from
+// the GPU's own clock by an instrumented main64 (python/kernel_clock.py makes it from the
+// product kernel's SPIR-V): over the tiles of each product (min/median/max, µs), when they
+// start after the first, and how long their prologue (to the loop over K), that loop and their
+// epilogue (the stores of C) take. A measuring aid for the GPU machine, not a test: it runs only
+// with TINYGPT_KERNEL_CLOCK naming the folder that holds the instrumented
+// matmul_main64_0.spv, on a backend of its own (the instrumented kernel writes its readings
+// over C).
+func TestKernelClock(t *testing.T) {
+	dir := os.Getenv("TINYGPT_KERNEL_CLOCK")
+	if dir == "" {
+		t.Skip("set TINYGPT_KERNEL_CLOCK to a folder from python/kernel_clock.py")
+	}
+	g, err := New() // its self-test compiles the usual product kernel
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	delete(g.kernels, "matmul/main64/0")
+	t.Setenv("TINYGPT_SPIRV_DIR", dir)
+	// One tile alone (K 16 and 192); large's q, k and v, MLP up and attention output products
+	// (K 192, no split); 1024³.
+	for _, s := range [][3]int{{64, 64, 16}, {64, 64, 192}, {1536, 576, 192}, {1536, 768, 192}, {1536, 192, 192}, {1024, 1024, 1024}} {
+		M, N, K := s[0], s[1], s[2]
+		x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
+		out := make([]float32, M*N)
+		for range 3 { // the first compiles the kernel
+			g.MatMul(z, x, y, M, N, K, backend.NN, false)
+		}
+		g.Download(out, z, 0)
+		if err := g.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var clocks [][4]uint64 // per tile, thread (0, 0)'s readings
+		for i := 0; i < M; i += 64 {
+			for j := 0; j < N; j += 64 {
+				var c [4]uint64
+				for n := range 4 { // reading n: elements 2n and 2n+1 of the two rows of four
+					lo, hi := 2*n, 2*n+1
+					c[n] = uint64(math.Float32bits(out[(i+lo/4)*N+j+lo%4])) | uint64(math.Float32bits(out[(i+hi/4)*N+j+hi%4]))<<32
+				}
+				clocks = append(clocks, c)
+			}
+		}
+		first, last := uint64(math.MaxUint64), uint64(0)
+		for _, c := range clocks {
+			first, last = min(first, c[0]), max(last, c[3])
+		}
+		var phase [4][]float64 // start, prologue, loop, epilogue
+		for _, c := range clocks {
+			for p, d := range []uint64{c[0] - first, c[1] - c[0], c[2] - c[1], c[3] - c[2]} {
+				phase[p] = append(phase[p], float64(int64(d))/1e3) // the clocks of lavapipe's threads can disagree
+			}
+		}
+		line := fmt.Sprintf("%dx%dx%d: %d tiles, %.2f µs from the first start to the last end", M, N, K, len(clocks), float64(last-first)/1e3)
+		for p, name := range []string{"start", "prologue", "loop", "epilogue"} {
+			v := phase[p]
+			slices.Sort(v)
+			line += fmt.Sprintf("; %s %.2f/%.2f/%.2f", name, v[0], v[len(v)/2], v[len(v)-1])
+		}
+		t.Log(line)
+		g.Release(x)
+		g.Release(y)
+		g.Release(z)
 	}
 }
