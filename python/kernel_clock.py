@@ -3,11 +3,13 @@
 time goes on the GPU.
 
 No profiler reaches Vulkan compute kernels on the GPU machine, but SPIR-V can read a clock
-(OpReadClockKHR, SPV_KHR_shader_clock; NVIDIA's driver takes it, reading its global timer in
-ns). This script adds four reads to the function each main64 workgroup runs (tile64): at its
+(OpReadClockKHR, SPV_KHR_shader_clock). The WebGPU binding does not enable Vulkan's
+VK_KHR_shader_clock, so using it is undefined behaviour; NVIDIA's driver compiles it all the same,
+reading its global timer in ns (H200, 2026-11-27), and another driver may refuse the kernel. This script adds four reads to the function each main64 workgroup runs (tile64): at its
 start, before the loop over K, after that loop and at its end (after the stores of C); each
 thread then writes the four 64-bit readings over its first eight elements of C (two rows of
-four). The results are wrong by design. TestKernelClock (backend/webgpu/bench_test.go) runs
+four: only products whose sizes are multiples of 64, lest threads past C's edge write past C).
+The results are wrong by design. TestKernelClock (backend/webgpu/bench_test.go) runs
 products with the instrumented kernel and prints, over the tiles, when they start and how long
 their prologue, loop and epilogue take.
 
@@ -64,8 +66,11 @@ def instrument(text):
     store = re.search(r"OpFunctionCall %void %\w+ (%\w+) (%\w+)", L[find(r"OpFunctionCall %void", m, end)])
     i0, j0 = store.group(1), store.group(2)  # the first store4's row and column
     ret = max(k for k in range(f0, end) if "OpReturn" in L[k])
-    c = re.search(r"OpDecorate (%\w+) Binding 1$", whole, re.M).group(1)
-    prm = re.search(r"OpDecorate (%\w+) Binding 0$", whole, re.M).group(1)
+    c = re.search(r"OpDecorate (%\w+) Binding 1$", whole, re.M)
+    prm = re.search(r"OpDecorate (%\w+) Binding 0$", whole, re.M)
+    if not c or not prm:
+        sys.exit("kernel_clock.py: bindings 0 and 1 not found: not the expected main64")
+    c, prm = c.group(1), prm.group(1)
     ins = [
         "%clk3 = OpReadClockKHR %v2uint %uint_1",
         "%%zNp = OpAccessChain %%_ptr_Uniform_uint %s %%uint_0 %%uint_0 %%uint_1" % prm,  # prm.p1.N

@@ -15,7 +15,8 @@ kernels in a cache folder, cuts out their code and runs nvdisasm (CUDA's disasse
 Start from an empty cache folder: the driver compiles only what it has not cached. --spirv
 names a TINYGPT_DUMP_SPIRV folder of the same run, to name each kernel (an entry only knows the
 SPIR-V id of its entry point); without it files are named by that id. Needs the zstd command
-(the entries are zstd frames) and nvdisasm (on the GPU machine in /usr/local/cuda/bin); without
+(the entries are zstd frames; a GPU machine without it can run a copy of another machine's
+/usr/bin/zstd, given with --zstd) and nvdisasm (on the GPU machine in /usr/local/cuda/bin); without
 nvdisasm the raw code is written (NAME.bin) for `nvdisasm -b SM90 NAME.bin` elsewhere. The
 layout of the cache entries is undocumented and was read off driver 580 (H200, 2026-11-27): an
 entry is a header ("NVDANVVMNVuc"), whose words at 0x4c and 0x50 give the code's size and
@@ -36,6 +37,8 @@ ENTRY_MAGIC = b"NVDANVVMNVuc"
 def frame_length(b, i):
     """Length of the zstd frame at b[i:] (RFC 8878: header, blocks, optional checksum)."""
     fhd = b[i + 4]
+    if fhd & 0x08:
+        raise ValueError("reserved bit set in the frame header at %d" % i)
     single = (fhd >> 5) & 1
     n = 5 + (0 if single else 1)  # magic, descriptor, window descriptor
     n += [0, 1, 2, 4][fhd & 3]  # dictionary id
@@ -46,12 +49,15 @@ def frame_length(b, i):
     while True:
         h = int.from_bytes(b[i + n:i + n + 3], "little")
         last, kind, size = h & 1, (h >> 1) & 3, h >> 3
-        if i + n + 3 > len(b) or kind == 3:
+        if i + n + 3 > len(b) or kind == 3 or size > 128 << 10:
             raise ValueError("malformed zstd frame at %d" % i)
         n += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
         if last:
             break
-    return n + (4 if fhd & 4 else 0)
+    n += 4 if fhd & 4 else 0
+    if i + n > len(b):
+        raise ValueError("zstd frame at %d runs past the file's end" % i)
+    return n
 
 
 def entries(path, zstd):
@@ -64,12 +70,16 @@ def entries(path, zstd):
         except (ValueError, IndexError):
             i = b.find(ZSTD_MAGIC, i + 4)
             continue
-        d = subprocess.run([zstd, "-d", "-c", "-q"], input=b[i:i + n], capture_output=True).stdout
+        r = subprocess.run([zstd, "-d", "-c", "-q"], input=b[i:i + n], capture_output=True)
+        if r.returncode != 0:  # the magic number by chance, not a frame
+            i = b.find(ZSTD_MAGIC, i + 4)
+            continue
+        d = r.stdout
         i = b.find(ZSTD_MAGIC, i + n)
         if not d.startswith(ENTRY_MAGIC) or len(d) < 0x54:
             continue
         size, off = struct.unpack_from("<II", d, 0x4C)
-        m = re.search(rb"__id(\d+)_\1", d)
+        m = re.search(rb"__id(\d+)_\1(?!\d)", d)
         if m and off + 8 + size <= len(d):
             yield int(m.group(1)), d[off + 8:off + 8 + size]
 
@@ -105,10 +115,16 @@ def main():
     ap.add_argument("--arch", default="SM90", help="nvdisasm's architecture (SM90: H100, H200)")
     ap.add_argument("--zstd", default=shutil.which("zstd"), help="the zstd command")
     ap.add_argument("--nvdisasm", default=shutil.which("nvdisasm") or
-                    next((p for p in ["/usr/local/cuda/bin/nvdisasm"] if os.path.exists(p)), None))
+                    next((p for p in ["/usr/local/cuda/bin/nvdisasm"] if os.path.exists(p)), None),
+                    help="CUDA's disassembler (default: on the PATH or in /usr/local/cuda/bin); "
+                    "without it the raw code is written")
     a = ap.parse_args()
-    if not a.zstd:
-        sys.exit("sass.py: no zstd command (apt-get install zstd, or --zstd PATH)")
+    if not a.zstd or not shutil.which(a.zstd):
+        sys.exit("sass.py: no zstd command %s(apt-get install zstd, or --zstd PATH)" % (a.zstd + " " if a.zstd else ""))
+    if a.spirv and not os.path.isdir(a.spirv):
+        sys.exit("sass.py: --spirv %s is not a folder" % a.spirv)
+    if not os.path.exists(a.cache):
+        sys.exit("sass.py: %s does not exist" % a.cache)
     files = [a.cache] if os.path.isfile(a.cache) else [
         os.path.join(d, f) for d, _, fs in os.walk(a.cache) for f in fs if f.endswith(".bin")]
     if not files:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -485,6 +486,9 @@ func TestKernelClock(t *testing.T) {
 	if dir == "" {
 		t.Skip("set TINYGPT_KERNEL_CLOCK to a folder from python/kernel_clock.py")
 	}
+	if _, err := os.Stat(filepath.Join(dir, "matmul_main64_0.spv")); err != nil {
+		t.Fatalf("TINYGPT_KERNEL_CLOCK: %v (python/kernel_clock.py writes it)", err)
+	}
 	g, err := New() // its self-test compiles the usual product kernel
 	if err != nil {
 		t.Fatal(err)
@@ -492,9 +496,10 @@ func TestKernelClock(t *testing.T) {
 	defer g.Close()
 	delete(g.kernels, "matmul/main64/0")
 	t.Setenv("TINYGPT_SPIRV_DIR", dir)
-	// One tile alone (K 16 and 192); large's q, k and v, MLP up and attention output products
-	// (K 192, no split); 1024³.
-	for _, s := range [][3]int{{64, 64, 16}, {64, 64, 192}, {1536, 576, 192}, {1536, 768, 192}, {1536, 192, 192}, {1024, 1024, 1024}} {
+	// One tile alone (K 16 and 192); large's q, k and v, MLP up and attention output products;
+	// 1024×1024×256. Sizes are multiples of 64 (the readings overwrite each thread's first two
+	// rows), and none splits K (it splits from K 384: a reduce would add up the readings).
+	for _, s := range [][3]int{{64, 64, 16}, {64, 64, 192}, {1536, 576, 192}, {1536, 768, 192}, {1536, 192, 192}, {1024, 1024, 256}} {
 		M, N, K := s[0], s[1], s[2]
 		x, y, z := g.Alloc(M*K), g.Alloc(K*N), g.Alloc(M*N)
 		out := make([]float32, M*N)
@@ -520,13 +525,16 @@ func TestKernelClock(t *testing.T) {
 		for _, c := range clocks {
 			first, last = min(first, c[0]), max(last, c[3])
 		}
+		if last <= first {
+			t.Fatalf("%dx%dx%d: no clock readings in C: was the instrumented kernel run?", M, N, K)
+		}
 		var phase [4][]float64 // start, prologue, loop, epilogue
 		for _, c := range clocks {
 			for p, d := range []uint64{c[0] - first, c[1] - c[0], c[2] - c[1], c[3] - c[2]} {
 				phase[p] = append(phase[p], float64(int64(d))/1e3) // the clocks of lavapipe's threads can disagree
 			}
 		}
-		line := fmt.Sprintf("%dx%dx%d: %d tiles, %.2f µs from the first start to the last end", M, N, K, len(clocks), float64(last-first)/1e3)
+		line := fmt.Sprintf("%dx%dx%d: %d tiles, %.2f µs from the first start to the last end", M, N, K, len(clocks), float64(int64(last-first))/1e3)
 		for p, name := range []string{"start", "prologue", "loop", "epilogue"} {
 			v := phase[p]
 			slices.Sort(v)

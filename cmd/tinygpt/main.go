@@ -7,7 +7,7 @@
 //	tinygpt sample  --model FILE       generate text from a model
 //	tinygpt eval    --model FILE       exact validation loss of a model
 //	tinygpt inspect FILE               print a model file's settings and history
-//	tinygpt convert --to fp16 IN OUT   convert a model file (fp32, fp16, int4)
+//	tinygpt convert --to fp16 IN OUT   convert a model file (fp32, fp16, int4; --force replaces OUT)
 //	tinygpt bench   [flags]            measure training speed per preset
 //	tinygpt serve   [flags]            start the web playground
 //	tinygpt version                    print the version

@@ -150,7 +150,7 @@ func TestTrainSampleInspectConvertResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = tinygpt(t, "", "convert", "--to", "fp32", filepath.Join(dir, "m.int4.tinygpt"), model)
-	if after, _ := os.ReadFile(model); code != 1 || !strings.Contains(errOut, "pass --force") || !bytes.Equal(after, before) {
+	if after, _ := os.ReadFile(model); code != 1 || !strings.Contains(errOut, "pass --force to replace it") || !bytes.Equal(after, before) {
 		t.Errorf("convert onto an existing model without --force: exit %d, %q, the file changed: %v", code, errOut, !bytes.Equal(after, before))
 	}
 	fp32 := filepath.Join(dir, "m.fp32.tinygpt")

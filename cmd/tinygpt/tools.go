@@ -250,11 +250,12 @@ func cmdConvert(args []string, e *env) error {
 Converts a model file. fp16 (half size of the weights) and int4 (blocks of 64 weights sharing a
 scale, about 1/7 of fp32) keep the weights only, in the original TinyGPT's formats, and can be
 sampled and evaluated but not resumed. fp32 writes full-precision weights (with the AdamW moments when
-the input has them, so the copy still resumes; weights only otherwise). OUT must not exist
-unless --force is given, so that IN and OUT swapped by mistake cannot replace a checkpoint with
-a smaller copy of another model.`)
+the input has them, so the copy still resumes; weights only otherwise). An existing model file
+OUT is replaced only with --force, so that IN and OUT swapped by mistake cannot turn a
+checkpoint into a weights-only copy of a quantized file; a file that is not a model is never
+replaced.`)
 	to := fs.String("to", "", "target format: fp32, fp16 or int4")
-	force := fs.Bool("force", false, "replace OUT if it exists (a model file only)")
+	force := fs.Bool("force", false, "replace OUT if it is an existing model file")
 	rest, err := parse(e, fs, args, 2)
 	if err != nil {
 		return err
@@ -273,7 +274,7 @@ a smaller copy of another model.`)
 		return err
 	}
 	if isModel && !*force {
-		return fmt.Errorf("output %s exists; convert replaces a file only with --force: give another name, or pass --force", out)
+		return fmt.Errorf("output %s is an existing model file (are IN and OUT in order?); give another name, or pass --force to replace it", out)
 	}
 	f, err := format.ReadFile(in)
 	if err != nil {

@@ -61,7 +61,11 @@ const spirvEnv = "TINYGPT_SPIRV_DIR"
 // none for it. A folder that does not exist is an error, lest a mistyped name time the usual
 // kernels in place of the variants.
 func loadSPIRV(dir, name string) ([]uint32, error) {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", spirvEnv, dir, err)
+	}
+	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s=%s: not a folder", spirvEnv, dir)
 	}
 	f := filepath.Join(dir, spirvFile(name))

@@ -13,6 +13,7 @@ import (
 // With TINYGPT_DUMP_SPIRV set, a kernel's SPIR-V is written to that folder as the driver gets
 // it: the same words, without the zeroing of workgroup memory.
 func TestDumpSPIRV(t *testing.T) {
+	t.Setenv("TINYGPT_SPIRV_DIR", "") // a developer's own setting must not replace the kernel
 	dir := t.TempDir()
 	t.Setenv("TINYGPT_DUMP_SPIRV", dir)
 	const src = `
@@ -34,7 +35,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 		t.Fatal(err)
 	}
 	words, err := spirvWords(b)
-	if err != nil || len(words) == 0 || words[0] != 0x07230203 {
+	if err != nil || len(words) == 0 || words[0] != spirvMagic {
 		t.Fatalf("%d bytes, not a SPIR-V module", len(b))
 	}
 	if !slices.Equal(words, desc.SPIRV) {
@@ -62,6 +63,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     out[lid] = f32(lid);
 }`
 	other := strings.Replace(src, "f32(lid)", "2.0 * f32(lid)", 1)
+	t.Setenv("TINYGPT_SPIRV_DIR", "")
 	dump := t.TempDir()
 	t.Setenv("TINYGPT_DUMP_SPIRV", dump)
 	want, err := shaderModule("test/other", other)
@@ -96,7 +98,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
 		t.Fatalf("a malformed file: %v, want an error naming it", err)
 	}
 	t.Setenv("TINYGPT_SPIRV_DIR", filepath.Join(dir, "missing"))
-	if _, err := shaderModule("test/kernel", src); err == nil {
-		t.Fatal("a folder that does not exist: no error")
+	if _, err := shaderModule("test/kernel", src); err == nil || !strings.Contains(err.Error(), "TINYGPT_SPIRV_DIR") {
+		t.Fatalf("a folder that does not exist: %v, want an error naming TINYGPT_SPIRV_DIR", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // workgroup variables says how), so on Vulkan the WGSL is compiled here and the polyfill's
 // stores are removed from the SPIR-V (its barrier stays).
 
-// SPIR-V opcodes and the storage class this file looks for.
+// The SPIR-V magic number, and the opcodes and the storage class this file looks for.
 const (
 	opNop          = 0
 	spirvMagic     = 0x07230203 // a SPIR-V module's first word
