@@ -3,6 +3,7 @@ package webgpu
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,32 @@ func TestWGSLDir(t *testing.T) {
 	t.Setenv(wgslDirEnv, filepath.Join(dir, "missing"))
 	if _, err := kernelSource("matmul", "", 0); err == nil || !strings.Contains(err.Error(), wgslDirEnv) {
 		t.Errorf("missing folder: err = %v, want one naming %s", err, wgslDirEnv)
+	}
+}
+
+// Every function of matmul.wgsl's problem section is copied for dual64's second product under
+// a name of its own; problemNames must list each (a missing one leaves two functions of one
+// name, which no shader compiler takes).
+func TestProblemNamesCoverSection(t *testing.T) {
+	code, err := wgslFile("matmul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "// PROBLEM BEGIN", "// PROBLEM END"
+	i, j := strings.Index(code, begin), strings.Index(code, end)
+	if i < 0 || j < i {
+		t.Fatal("matmul.wgsl has no problem section")
+	}
+	defs := regexp.MustCompile(`(?m)^fn (\w+)\(`).FindAllStringSubmatch(code[i:j], -1)
+	if len(defs) == 0 {
+		t.Fatal("no functions in the problem section")
+	}
+	for _, d := range defs {
+		if !problemNames.MatchString(d[1] + "(") {
+			t.Errorf("function %s of matmul.wgsl's problem section is not in problemNames (webgpu.go)", d[1])
+		}
+	}
+	if copy := problem2(code); !strings.Contains(copy, "fn tile64_2(") || strings.Contains(copy, "prm.p1.") {
+		t.Error("problem2 did not rename the section for the second product")
 	}
 }
