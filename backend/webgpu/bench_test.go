@@ -199,6 +199,13 @@ func BenchmarkDispatchFloor(b *testing.B) {
 	defer g.Release(z)
 	out := make([]float32, 1)
 	defer func(e int) { gpu.FlushEvery = e }(gpu.FlushEvery)
+	// A small kernel of the model: a LayerNorm over large's activations (1,536 rows of 192, a
+	// workgroup a row, two reductions); one 64×64 tile of a product with one block of 16 along
+	// K (the product kernel's fixed cost).
+	layerNorm := func() {
+		g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
+	}
+	tile := func() { g.MatMul(z, x, y, 64, 64, 16, backend.NN, false) }
 	for _, v := range []struct {
 		name   string
 		record func(i int)
@@ -213,24 +220,19 @@ func BenchmarkDispatchFloor(b *testing.B) {
 		}},
 		{"params", func(i int) { g.Add(z, x, y, 256-4*(i%8)) }},
 		{"wide", func(int) { g.Add(z, x, y, 1<<18) }},
-		// A small kernel of the model: a LayerNorm over large's activations (1,536 rows of
-		// 192, a workgroup a row, two reductions).
-		{"layernorm", func(int) {
-			g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
-		}},
+		// Each alone and alternating with a kernel that uses no workgroup memory.
+		{"layernorm", func(int) { layerNorm() }},
 		{"layernorm-add", func(i int) {
 			if i%2 == 0 {
-				g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
+				layerNorm()
 			} else {
 				g.Add(z, x, y, 256)
 			}
 		}},
-		// One 64×64 tile of a product with one block of 16 along K (the product kernel's
-		// fixed cost), alone and alternating with a kernel that uses no workgroup memory.
-		{"product-1tile", func(int) { g.MatMul(z, x, y, 64, 64, 16, backend.NN, false) }},
+		{"product-1tile", func(int) { tile() }},
 		{"product-1tile-add", func(i int) {
 			if i%2 == 0 {
-				g.MatMul(z, x, y, 64, 64, 16, backend.NN, false)
+				tile()
 			} else {
 				g.Add(z, x, y, 256)
 			}

@@ -25,6 +25,13 @@ import (
 	"github.com/gogpu/wgpu"
 )
 
+// spirvEnv names an environment variable for kernel experiments: when it names a folder, a
+// kernel whose SPIR-V is found there (NAME.spv, as TINYGPT_DUMP_SPIRV writes it) is given to
+// the driver as it is, in place of what naga makes of its WGSL, so that SPIR-V changed by other
+// tools (spirv-opt, a hand edit) can be timed. Kernels it does not hold compile as usual. Vulkan
+// only (hal_vulkan.go); on Metal it is refused (hal_darwin.go).
+const spirvEnv = "TINYGPT_SPIRV_DIR"
+
 // ErrNoAdapter is returned by Open when no GPU adapter is available.
 var ErrNoAdapter = errors.New("no WebGPU adapter")
 

@@ -12,11 +12,11 @@ import (
 )
 
 // shaderModule describes the shader module of the WGSL source src, which the binding compiles.
-// TINYGPT_SPIRV_DIR (hal_vulkan.go) is refused: Metal takes no SPIR-V, and timing the usual
-// kernels in place of the variants asked for would mislead.
+// TINYGPT_SPIRV_DIR (spirvEnv) is refused: Metal takes no SPIR-V, and timing the usual kernels
+// in place of the variants asked for would mislead.
 func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
-	if os.Getenv("TINYGPT_SPIRV_DIR") != "" {
-		return nil, fmt.Errorf("TINYGPT_SPIRV_DIR: kernels from SPIR-V files run on Vulkan only (Linux, Windows), not on Metal")
+	if os.Getenv(spirvEnv) != "" {
+		return nil, fmt.Errorf("%s: kernels from SPIR-V files run on Vulkan only (Linux, Windows), not on Metal", spirvEnv)
 	}
 	return &wgpu.ShaderModuleDescriptor{Label: name, WGSL: src}, nil
 }

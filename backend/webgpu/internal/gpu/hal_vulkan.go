@@ -51,12 +51,6 @@ func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
 	return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
 }
 
-// spirvEnv names an environment variable for kernel experiments: when it names a folder, a
-// kernel whose SPIR-V is found there (NAME.spv, as TINYGPT_DUMP_SPIRV writes it) is given to
-// the driver as it is, in place of what naga makes of its WGSL, so that SPIR-V changed by other
-// tools (spirv-opt, a hand edit) can be timed. Kernels it does not hold compile as usual.
-const spirvEnv = "TINYGPT_SPIRV_DIR"
-
 // loadSPIRV returns the SPIR-V words of the kernel called name from dir, or nil if dir holds
 // none for it. A folder that does not exist is an error, lest a mistyped name time the usual
 // kernels in place of the variants.
@@ -93,7 +87,7 @@ func spirvFile(name string) string {
 }
 
 // dumpSPIRV writes the SPIR-V words of the kernel called name, as the driver gets them, to
-// dir/name.spv (slashes and spaces in name become underscores). A developer's aid: with
+// the file of dir that spirvFile names. A developer's aid: with
 // TINYGPT_DUMP_SPIRV=dir set, every kernel compiled is written there, for python/vkstats.py
 // (the driver's register counts and stack sizes) or spirv-dis.
 func dumpSPIRV(dir, name string, words []uint32) error {
