@@ -30,6 +30,8 @@ import struct
 import subprocess
 import sys
 
+import spirv
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ENTRY_MAGIC = b"NVDANVVMNVuc"
 
@@ -91,19 +93,15 @@ def spirv_names(folder):
     for f in sorted(os.listdir(folder)):
         if not f.endswith(".spv"):
             continue
-        w = open(os.path.join(folder, f), "rb").read()
-        words = struct.unpack("<%dI" % (len(w) // 4), w[:len(w) // 4 * 4])
-        i = 5
-        while i < len(words):
-            n, op = words[i] >> 16, words[i] & 0xFFFF
-            if n == 0:
-                break
-            if op == 15 and n > 3:  # OpEntryPoint model id name...
-                raw = struct.pack("<%dI" % (n - 3), *words[i + 3:i + n])
-                entry = raw.split(b"\0")[0].decode()
-                if re.fullmatch(r"(.*_)?%s(_\d+)?" % re.escape(entry), f[:-4]):
-                    names.setdefault(words[i + 2], []).append(f[:-4])
-            i += n
+        words = spirv.module_words(open(os.path.join(folder, f), "rb").read())
+        try:
+            for op, ins in spirv.instructions(words or ()):
+                if op == spirv.OP_ENTRY_POINT and len(ins) > 2:  # model %id name...
+                    entry = spirv.string(ins[2:])
+                    if re.fullmatch(r"(.*_)?%s(_\d+)?" % re.escape(entry), f[:-4]):
+                        names.setdefault(ins[1], []).append(f[:-4])
+        except ValueError:
+            pass  # a malformed file names nothing
     return names
 
 

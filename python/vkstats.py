@@ -20,6 +20,8 @@ import ctypes as C
 import struct
 import sys
 
+import spirv
+
 u32, u64, ptr, size_t = C.c_uint32, C.c_uint64, C.c_void_p, C.c_size_t
 
 
@@ -116,19 +118,16 @@ def check(result, what):
 def parse(words):
     """Returns the module's compute entry points and {binding: descriptor type} of its resources."""
     entries, binding, storage = [], {}, {}
-    i = 5
-    while i < len(words):
-        op, n = words[i] & 0xFFFF, words[i] >> 16
-        if n == 0:
-            sys.exit("vkstats: malformed SPIR-V")
-        ins = words[i:i + n]
-        if op == 15 and ins[1] == 5:  # OpEntryPoint GLCompute
-            entries.append(struct.pack(f"<{n - 3}I", *ins[3:]).split(b"\0")[0].decode())
-        elif op == 71 and ins[2] == 33:  # OpDecorate %var Binding n
-            binding[ins[1]] = ins[3]
-        elif op == 59:  # OpVariable %type %var StorageClass
-            storage[ins[2]] = ins[3]
-        i += n
+    try:
+        for op, ins in spirv.instructions(words):
+            if op == spirv.OP_ENTRY_POINT and ins[0] == 5:  # OpEntryPoint GLCompute %id name
+                entries.append(spirv.string(ins[2:]))
+            elif op == 71 and ins[1] == 33:  # OpDecorate %var Binding n
+                binding[ins[0]] = ins[2]
+            elif op == 59:  # OpVariable %type %var StorageClass
+                storage[ins[1]] = ins[2]
+    except ValueError:
+        sys.exit("vkstats: malformed SPIR-V")
     # Storage class Uniform (2) is a uniform buffer; StorageBuffer (12) a storage buffer.
     return entries, {b: UNIFORM_BUFFER if storage.get(v) == 2 else STORAGE_BUFFER for v, b in binding.items()}
 
@@ -181,8 +180,8 @@ def main(paths):
             print(f"{path.split('/')[-1]}: the same module as {seen[data]}")
             continue
         seen[data] = path.split("/")[-1]
-        words = struct.unpack(f"<{len(data) // 4}I", data[:len(data) // 4 * 4])
-        if len(data) % 4 or not words or words[0] != 0x07230203:
+        words = spirv.module_words(data)
+        if words is None:
             sys.exit(f"vkstats: {path} is not a SPIR-V module")
         entries, resources = parse(words)
         code = C.create_string_buffer(data)
