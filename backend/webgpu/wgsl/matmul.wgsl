@@ -222,7 +222,13 @@ fn finish4(e: u32, j: u32, v: vec4<f32>) {
 // inner index k0, fetchB those of the bk×tile block of B at columns col0; put stores them in
 // the workgroup's tiles. A block wholly inside its matrix (every block but those on the
 // matrix's edges) is read without the checks of loadA and loadB: on an H200 that made the
-// products at huge's shapes 10-20% faster.
+// products at huge's shapes 10-20% faster. Its four elements lie a fixed stride apart in
+// memory (256 / bk rows of the operand, or 256 / tile k rows), so the first one's offset is
+// computed and the others' are one addition each: with every offset computed from its
+// (row, k), each copied element cost ~10 instructions a block, and steps took 2-4.5% longer
+// (H200, 2026-11-27). The edge path's indices i0..i3 are computed before the test, not inside
+// the edge path: moved there, the driver compiled dual64 otherwise and large's step was 4%
+// slower (same SPIR-V semantics, measured twice).
 fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u32) -> vec4<f32> {
     let i0 = tileIndex(tid, kFast, tile, bk);
     let i1 = tileIndex(tid + 256u, kFast, tile, bk);
@@ -231,12 +237,14 @@ fn fetchA(tid: u32, row0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u
     if (row0 + tile <= prm.p1.M && k0 + bk <= kEnd) { // the whole block inside A
         if (prm.p1.opLayout == 2u) {
             let M = prm.p1.M;
-            return vec4<f32>(a[(k0 + i0.y) * M + row0 + i0.x], a[(k0 + i1.y) * M + row0 + i1.x],
-                a[(k0 + i2.y) * M + row0 + i2.x], a[(k0 + i3.y) * M + row0 + i3.x]);
+            let e = (k0 + tid / tile) * M + row0 + tid % tile;
+            let s = (256u / tile) * M;
+            return vec4<f32>(a[e], a[e + s], a[e + 2u * s], a[e + 3u * s]);
         }
         let K = prm.p1.K;
-        return vec4<f32>(a[(row0 + i0.x) * K + k0 + i0.y], a[(row0 + i1.x) * K + k0 + i1.y],
-            a[(row0 + i2.x) * K + k0 + i2.y], a[(row0 + i3.x) * K + k0 + i3.y]);
+        let e = (row0 + tid / bk) * K + k0 + tid % bk;
+        let s = (256u / bk) * K;
+        return vec4<f32>(a[e], a[e + s], a[e + 2u * s], a[e + 3u * s]);
     }
     return vec4<f32>(loadA(row0 + i0.x, k0 + i0.y, kEnd), loadA(row0 + i1.x, k0 + i1.y, kEnd),
         loadA(row0 + i2.x, k0 + i2.y, kEnd), loadA(row0 + i3.x, k0 + i3.y, kEnd));
@@ -250,12 +258,14 @@ fn fetchB(tid: u32, col0: u32, k0: u32, kEnd: u32, kFast: bool, tile: u32, bk: u
     if (col0 + tile <= prm.p1.N && k0 + bk <= kEnd) { // the whole block inside B
         if (prm.p1.opLayout == 1u) {
             let K = prm.p1.K;
-            return vec4<f32>(b[(col0 + i0.x) * K + k0 + i0.y], b[(col0 + i1.x) * K + k0 + i1.y],
-                b[(col0 + i2.x) * K + k0 + i2.y], b[(col0 + i3.x) * K + k0 + i3.y]);
+            let e = (col0 + tid / bk) * K + k0 + tid % bk;
+            let s = (256u / bk) * K;
+            return vec4<f32>(b[e], b[e + s], b[e + 2u * s], b[e + 3u * s]);
         }
         let N = prm.p1.N;
-        return vec4<f32>(b[(k0 + i0.y) * N + col0 + i0.x], b[(k0 + i1.y) * N + col0 + i1.x],
-            b[(k0 + i2.y) * N + col0 + i2.x], b[(k0 + i3.y) * N + col0 + i3.x]);
+        let e = (k0 + tid / tile) * N + col0 + tid % tile;
+        let s = (256u / tile) * N;
+        return vec4<f32>(b[e], b[e + s], b[e + 2u * s], b[e + 3u * s]);
     }
     return vec4<f32>(loadB(k0 + i0.y, col0 + i0.x, kEnd), loadB(k0 + i1.y, col0 + i1.x, kEnd),
         loadB(k0 + i2.y, col0 + i2.x, kEnd), loadB(k0 + i3.y, col0 + i3.x, kEnd));
