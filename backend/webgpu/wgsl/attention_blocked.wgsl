@@ -13,9 +13,15 @@
 //   phase B: each thread adds to one vec4 of 4 block rows' sums over half the tile's partners
 //     (16, in order): dv += p·dout and dk += ds·q (keys), dq += ds·k (queries); at the end
 //     the two halves' sums are added, the first half's first.
-// Key blocks and query blocks run side by side in one dispatch (the first half of the grid
-// keys). Slices split a block's tiles as in attention.wgsl (each slice's partial sums at
-// element offset s·B·NQ·3C of b1, added in order by matmul.wgsl's reduce).
+// Key blocks and query blocks run side by side in one dispatch, the longest first: key block j
+// walks the tiles from its own to the last (nb − j of nb), query block j the first j + 1, so
+// the grid holds, for c = 0, 1, ..., nb − 1, every (sequence, head, slice)'s key block c and
+// then its query block nb − 1 − c, each nb − c tiles long. The GPU starts workgroups in grid
+// order and holds only two of these at once per SM (their registers), so the short blocks fill
+// the end of the pass. (In the order of rows, key blocks first, the pass took 15% longer at
+// xl's shape on an H200: BenchmarkAttention, docs/performance.md, 2026-11-27.) Slices split a
+// block's tiles as in attention.wgsl (each slice's partial sums at element offset s·B·NQ·3C
+// of b1, added in order by matmul.wgsl's reduce).
 //
 // Against attention.wgsl's backward (one thread a row, one multiply-add a read) on an H100,
 // the pass with its D pass: large's shape 58 → 42 µs alone and 62–64 → 55–57 inside a step,
@@ -153,12 +159,17 @@ fn tileDots(r: u32, a0: array<vec4<f32>, HS4>, a1: array<vec4<f32>, HS4>, b0: ar
 
 @compute @workgroup_size(128)
 fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n = prm.B * prm.NH * prm.slices * ((prm.NQ + BT - 1u) / BT);
+    let nb = (prm.NQ + BT - 1u) / BT;
+    let bhs = prm.B * prm.NH * prm.slices;
     let w = wg.y * nwg.x + wg.x;
-    if (w < n) {
-        keyBlock(w, lid);
-    } else if (w < 2u * n) {
-        queryBlock(w - n, lid);
+    if (w < 2u * bhs * nb) {
+        let c = w / (2u * bhs);
+        let r = w % (2u * bhs);
+        if (r < bhs) {
+            keyBlock(r * nb + c, lid);
+        } else {
+            queryBlock((r - bhs) * nb + nb - 1u - c, lid);
+        }
     }
 }
 
