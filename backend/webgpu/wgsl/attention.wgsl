@@ -87,6 +87,19 @@ fn task(w: u32, lid: u32, rows: u32) -> Task {
     return t;
 }
 
+// longestFirst maps position w of a grid of groups(rows) workgroups to the workgroup index
+// task and blockOf take, so that the grid starts with every (slice, sequence, head)'s last
+// block of rows, then their second last, and so on: in the forward pass a block's queries see
+// more keys the later it comes, and the GPU starts workgroups in grid order. (H200,
+// BenchmarkAttention against blocks in row order: large's shape 21.2 → 19.2 µs, huge's 33.0 →
+// 29.2, but xl's 14.1 → 15.3, whose 128 workgroups are one an SM whatever their order; steps
+// large and huge 0.5–0.7% faster, xl the same: docs/performance.md, 2026-11-27.)
+fn longestFirst(w: u32, rows: u32) -> u32 {
+    let blocks = (rows + 63u) / 64u;
+    let n = groups(rows) / blocks;
+    return (w % n) * blocks + blocks - 1u - w / n;
+}
+
 // groups is the number of workgroups of a pass over rows rows: B·NH·slices·blocks.
 fn groups(rows: u32) -> u32 {
     return prm.B * prm.NH * prm.slices * ((rows + 63u) / 64u);
@@ -181,10 +194,11 @@ fn copyTile(lid: u32, b: u32, j0: u32, hi: u32, col: u32, both: bool) {
 
 @compute @workgroup_size(WGn) // 64·LANES
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let w = flat(wg, nwg);
-    if (w >= groups(prm.NQ)) {
+    let w0 = flat(wg, nwg);
+    if (w0 >= groups(prm.NQ)) {
         return;
     }
+    let w = longestFirst(w0, prm.NQ);
     let t = task(w, lid, prm.NQ);
     let col = t.h * prm.HS;
     let qrow = (t.b * prm.NQ + t.i) * prm.C + col; // the output's row
