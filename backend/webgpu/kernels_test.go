@@ -157,7 +157,7 @@ func (e *env) check(what string, p pair, tol float64) {
 // a long K split it: 97×130×400; a single row runs as gemv: 1×300×400 would otherwise split).
 func TestMatMul(t *testing.T) {
 	e := newEnv(t, 1)
-	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 400}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}, {1, 300, 400}, {1, 65, 1000}, {1, 33, 5}}
+	shapes := [][3]int{{1, 1, 1}, {37, 53, 29}, {7, 5, 3}, {64, 96, 96}, {97, 130, 400}, {200, 33, 1}, {65, 64, 17}, {129, 250, 9}, {130, 70, 40}, {1, 300, 400}, {1, 65, 1000}, {1, 33, 5}}
 	for _, s := range shapes {
 		M, N, K := s[0], s[1], s[2]
 		for _, l := range []backend.Layout{backend.NN, backend.NT, backend.TN} {
@@ -838,7 +838,7 @@ func TestEpilogues(t *testing.T) {
 func TestLinearBackwardPair(t *testing.T) {
 	e := newEnv(t, 19)
 	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
-	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}, {96, 400, 700, 2}} {
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}, {96, 400, 700, 2}, {130, 96, 700, 2}} {
 		IC, OC, N := s[0], s[1], s[2]
 		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
 		dbOff := (IC*OC + 63) / 64 * 64

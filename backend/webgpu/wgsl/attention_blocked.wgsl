@@ -16,12 +16,13 @@
 // Key blocks and query blocks run side by side in one dispatch, the longest first: key block j
 // walks the tiles from its own to the last (nb − j of nb), query block j the first j + 1, so
 // the grid holds, for c = 0, 1, ..., nb − 1, every (sequence, head, slice)'s key block c and
-// then its query block nb − 1 − c, each nb − c tiles long. The GPU starts workgroups in grid
-// order and holds only two of these at once per SM (their registers), so the short blocks fill
-// the end of the pass. (In the order of rows, key blocks first, the pass took 15% longer at
-// xl's shape on an H200: BenchmarkAttention, docs/performance.md, 2026-11-27.) Slices split a
-// block's tiles as in attention.wgsl (each slice's partial sums at element offset s·B·NQ·3C
-// of b1, added in order by matmul.wgsl's reduce).
+// then its query block nb − 1 − c, each nb − c tiles long (split among the slices, if any).
+// The GPU starts workgroups in grid order and holds only two of these at once per SM (their
+// registers), so the short blocks fill the end of the pass. (In the order of rows, key blocks
+// first, the pass took 17% longer at xl's shape on an H200: BenchmarkAttention,
+// docs/performance.md, 2026-11-27.) Slices split a block's tiles as in attention.wgsl (each
+// slice's partial sums at element offset s·B·NQ·3C of b1, added in order by matmul.wgsl's
+// reduce).
 //
 // Against attention.wgsl's backward (one thread a row, one multiply-add a read) on an H100,
 // the pass with its D pass: large's shape 58 → 42 µs alone and 62–64 → 55–57 inside a step,

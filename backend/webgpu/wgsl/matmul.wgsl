@@ -225,7 +225,7 @@ fn finish4(e: u32, j: u32, v: vec4<f32>) {
 // products at huge's shapes 10-20% faster. Its four elements lie a fixed stride apart in
 // memory (256 / bk rows of the operand, or 256 / tile k rows), so the first one's offset is
 // computed and the others' are one addition each: with every offset computed from its
-// (row, k), each copied element cost ~10 instructions a block, and steps took 2-4.5% longer
+// (row, k), each copied element cost ~10 instructions a block, and steps took 1-4.5% longer
 // (H200, 2026-11-27). The edge path's indices i0..i3 are computed before the test, not inside
 // the edge path: moved there, the driver compiled dual64 otherwise and large's step was 4%
 // slower (same SPIR-V semantics, measured twice).
