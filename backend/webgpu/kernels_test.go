@@ -1053,7 +1053,7 @@ func TestHeldReducesFlush(t *testing.T) {
 			t.Errorf("small scratch, round %d: %d dispatches, want %d", round+1, n, want)
 		}
 	}
-	for i, w := range ws {
+	for i, w := range ws { // three products accumulated into each: three times the one-product tolerance
 		e.check(fmt.Sprintf("with a small scratch, gradient %d", i), w, 3e-5*math.Sqrt(N))
 	}
 
