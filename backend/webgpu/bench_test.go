@@ -206,37 +206,30 @@ func BenchmarkDispatchFloor(b *testing.B) {
 		g.LayerNorm(z, g.Slice(w, 0, 1536), g.Slice(w, 1536, 1536), x, g.Slice(w, 3072, 192), g.Slice(w, 3328, 192), 1536, 192)
 	}
 	tile := func() { g.MatMul(z, x, y, 64, 64, 16, backend.NN, false) }
+	add := func() { g.Add(z, x, y, 256) }
+	// alternate records a at even dispatches and b at odd ones.
+	alternate := func(a, b func()) func(int) {
+		return func(i int) {
+			if i%2 == 0 {
+				a()
+			} else {
+				b()
+			}
+		}
+	}
 	for _, v := range []struct {
 		name   string
 		record func(i int)
 	}{
-		{"same", func(int) { g.Add(z, x, y, 256) }},
-		{"alternating", func(i int) {
-			if i%2 == 0 {
-				g.Add(z, x, y, 256)
-			} else {
-				g.Mul(z, x, y, 256)
-			}
-		}},
+		{"same", func(int) { add() }},
+		{"alternating", alternate(add, func() { g.Mul(z, x, y, 256) })},
 		{"params", func(i int) { g.Add(z, x, y, 256-4*(i%8)) }},
 		{"wide", func(int) { g.Add(z, x, y, 1<<18) }},
 		// Each alone and alternating with a kernel that uses no workgroup memory.
 		{"layernorm", func(int) { layerNorm() }},
-		{"layernorm-add", func(i int) {
-			if i%2 == 0 {
-				layerNorm()
-			} else {
-				g.Add(z, x, y, 256)
-			}
-		}},
+		{"layernorm-add", alternate(layerNorm, add)},
 		{"product-1tile", func(int) { tile() }},
-		{"product-1tile-add", func(i int) {
-			if i%2 == 0 {
-				tile()
-			} else {
-				g.Add(z, x, y, 256)
-			}
-		}},
+		{"product-1tile-add", alternate(tile, add)},
 		{"product-1tile-k192", func(int) { g.MatMul(z, x, y, 64, 64, 192, backend.NN, false) }},
 		{"product-132tiles-k16", func(int) { g.MatMul(z, x, y, 768, 704, 16, backend.NN, false) }},
 		{"product-large-qkv", func(int) { g.MatMul(z, x, y, 1536, 576, 192, backend.NN, false) }},
