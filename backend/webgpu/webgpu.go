@@ -19,12 +19,8 @@ package webgpu
 import (
 	"embed"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -311,22 +307,12 @@ func (be *Backend) kernel(file, entry string, nbuf int, variant uint32) *gpu.Ker
 const wgslDirEnv = "TINYGPT_WGSL_DIR"
 
 // wgslFile returns the text of kernel file name (without .wgsl): from the folder wgslDirEnv
-// names if it holds the file, else the built-in one. A folder that does not exist is an error,
-// lest a mistyped name time the built-in kernels in place of the variants.
+// names if it holds the file (gpu.VariantFile), else the built-in one.
 func wgslFile(name string) (string, error) {
-	if dir := os.Getenv(wgslDirEnv); dir != "" {
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("%s=%s: not a folder", wgslDirEnv, dir)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, name+".wgsl"))
-		if err == nil {
-			return string(b), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%s: %w", wgslDirEnv, err)
-		}
+	b, err := gpu.VariantFile(wgslDirEnv, name+".wgsl")
+	if b == nil && err == nil {
+		b, err = shaders.ReadFile("wgsl/" + name + ".wgsl")
 	}
-	b, err := shaders.ReadFile("wgsl/" + name + ".wgsl")
 	return string(b), err
 }
 

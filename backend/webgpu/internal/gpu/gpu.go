@@ -15,8 +15,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -31,6 +33,32 @@ import (
 // tools (spirv-opt, a hand edit) can be timed. Kernels it does not hold compile as usual. Vulkan
 // only (hal_vulkan.go); on Metal it is refused (hal_darwin.go).
 const spirvEnv = "TINYGPT_SPIRV_DIR"
+
+// VariantFile returns the bytes of file in the folder that the environment variable env names,
+// for kernel experiments (TINYGPT_WGSL_DIR, TINYGPT_SPIRV_DIR): nil when env is unset or the
+// folder holds no such file. A folder that does not exist is an error, lest a mistyped name
+// time the usual kernels in place of the variants.
+func VariantFile(env, file string) ([]byte, error) {
+	dir := os.Getenv(env)
+	if dir == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", env, dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s=%s: not a folder", env, dir)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", env, err)
+	}
+	return b, nil
+}
 
 // ErrNoAdapter is returned by Open when no GPU adapter is available.
 var ErrNoAdapter = errors.New("no WebGPU adapter")

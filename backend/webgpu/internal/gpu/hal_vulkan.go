@@ -4,9 +4,7 @@ package gpu
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,20 +21,18 @@ import (
 // without naga's zeroing of workgroup memory (see zeroinit.go), or read from the folder that
 // TINYGPT_SPIRV_DIR names (see spirvEnv).
 func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
-	if dir := os.Getenv(spirvEnv); dir != "" {
-		words, err := loadSPIRV(dir, name)
-		if err != nil {
-			return nil, err
-		}
-		if words != nil {
-			return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
-		}
+	words, err := loadSPIRV(name)
+	if err != nil {
+		return nil, err
+	}
+	if words != nil {
+		return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
 	}
 	b, err := naga.Compile(src)
 	if err != nil {
 		return nil, err
 	}
-	words, err := spirvWords(b)
+	words, err = spirvWords(b)
 	if err != nil {
 		return nil, fmt.Errorf("naga returned %w", err)
 	}
@@ -51,31 +47,19 @@ func shaderModule(name, src string) (*wgpu.ShaderModuleDescriptor, error) {
 	return &wgpu.ShaderModuleDescriptor{Label: name, SPIRV: words}, nil
 }
 
-// loadSPIRV returns the SPIR-V words of the kernel called name from dir, or nil if dir holds
-// none for it. A folder that does not exist is an error, lest a mistyped name time the usual
-// kernels in place of the variants.
-func loadSPIRV(dir, name string) ([]uint32, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%s=%s: %w", spirvEnv, dir, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s=%s: not a folder", spirvEnv, dir)
-	}
-	f := filepath.Join(dir, spirvFile(name))
-	b, err := os.ReadFile(f)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spirvEnv, err)
+// loadSPIRV returns the SPIR-V words of the kernel called name from the folder spirvEnv
+// names, or nil if it names none or the folder holds none for it (see VariantFile).
+func loadSPIRV(name string) ([]uint32, error) {
+	b, err := VariantFile(spirvEnv, spirvFile(name))
+	if b == nil || err != nil {
+		return nil, err
 	}
 	words, err := spirvWords(b)
 	if err == nil && (len(words) < 5 || words[0] != spirvMagic) {
 		err = fmt.Errorf("not a SPIR-V module")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", spirvEnv, f, err)
+		return nil, fmt.Errorf("%s: %s: %w", spirvEnv, filepath.Join(os.Getenv(spirvEnv), spirvFile(name)), err)
 	}
 	return words, nil
 }
