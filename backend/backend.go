@@ -141,8 +141,12 @@ type Backend interface {
 	// training step's loss can be read while the next step's passes run. dst must not be used
 	// until Await returns.
 	DownloadLater(dst []float32, t Tensor, off int)
-	// Await waits until every DownloadLater since the last Await has filled its dst.
-	Await()
+	// Await waits until every DownloadLater not yet awaited has filled its dst, but for the
+	// last keep of them, which stay in flight for a later Await. A trainer asks for a step's
+	// loss as soon as the step is recorded, before it awaits the step before: a GPU backend
+	// then reads the loss back at the end of the step's own submission rather than in one of
+	// its own (each submission costs the GPU ~15 µs: docs/performance.md, 2026-11-27).
+	Await(keep int)
 	// Zero sets the first n elements of t to 0.
 	Zero(t Tensor, n int)
 	// Copy sets dst[i] = src[i] for i < n.

@@ -142,10 +142,10 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int, minWarmup time.D
 		if err := record(); err != nil {
 			return BenchResult{}, err
 		}
+		s.ask()
 		if _, _, err := s.finish(i + 1); err != nil {
 			return BenchResult{}, err
 		}
-		s.ask()
 		now := time.Now()
 		if !warm {
 			times = append(times, now.Sub(last).Seconds()*1e3)

@@ -613,32 +613,20 @@ type asyncCPU struct{ backend.Backend }
 
 func (asyncCPU) Async() bool { return true }
 
-// orderBackend counts the Awaits with a step's kernels recorded between them and the last
-// DownloadLater (ZeroGrads, which begins a step, stands for them). It claims to be
-// asynchronous (see asyncCPU).
+// orderBackend counts the Awaits that keep reads in flight: those of a step whose next step
+// was recorded and asked for first. It claims to be asynchronous (see asyncCPU).
 type orderBackend struct {
 	backend.Backend
-	zeroed bool // Zero since the last DownloadLater
-	ahead  int
-}
-
-func (b *orderBackend) DownloadLater(dst []float32, t backend.Tensor, off int) {
-	b.zeroed = false
-	b.Backend.DownloadLater(dst, t, off)
-}
-
-func (b *orderBackend) Zero(t backend.Tensor, n int) {
-	b.zeroed = true
-	b.Backend.Zero(t, n)
+	ahead int
 }
 
 func (b *orderBackend) Async() bool { return true }
 
-func (b *orderBackend) Await() {
-	if b.zeroed {
+func (b *orderBackend) Await(keep int) {
+	if keep > 0 {
 		b.ahead++
 	}
-	b.Backend.Await()
+	b.Backend.Await(keep)
 }
 
 // RunOptions.Between runs only where the model holds the last reported step's weights: after

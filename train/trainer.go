@@ -334,10 +334,12 @@ func (t *Trainer) trainStep(next bool) (StepResult, error) {
 		// refuses, which the trainer's never are) before recording anything: that step is
 		// then not recorded ahead, and fails with its error when it comes.
 		after, _ = t.recordStep()
+		if after.step != 0 {
+			t.stepper.ask() // before cur's results are awaited: see stepper
+		}
 	}
 	loss, norm, err := t.stepper.finish(cur.step)
 	if after.step != 0 {
-		t.stepper.ask()
 		if err != nil {
 			_, _, _ = t.stepper.finish(after.step)
 		} else {

@@ -126,7 +126,7 @@ func (be *Backend) Download(dst []float32, t backend.Tensor, off int) { copy(dst
 func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) { copy(dst, f32(t)[off:]) }
 
 // Await implements backend.Backend; DownloadLater has nothing left to do.
-func (be *Backend) Await() {}
+func (be *Backend) Await(keep int) {}
 
 // Zero implements backend.Backend.
 func (be *Backend) Zero(t backend.Tensor, n int) {

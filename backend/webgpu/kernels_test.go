@@ -628,14 +628,23 @@ func TestSplitTensors(t *testing.T) {
 	e.check("upload and download across pieces", x, 0)
 	got := make([]float32, 3000)
 	g.Download(got, x.g, windowAlign-1000)
-	later := make([]float32, 3000)
+	later, kept := make([]float32, 3000), make([]float32, 3000)
 	g.DownloadLater(later, x.g, 2*windowAlign-2000)
-	g.Await()
+	g.DownloadLater(kept, x.g, windowAlign-1000) // two pieces each
+	g.Await(1)
+	for i := range kept {
+		if kept[i] != 0 {
+			t.Fatalf("Await(1) filled the last DownloadLater (element %d)", i)
+		}
+	}
+	g.Upload(x.g, make([]float32, n)) // kept sees x as it was when it was asked for
+	g.Await(0)
 	for i := range got {
-		if got[i] != v[windowAlign-1000+i] || later[i] != v[2*windowAlign-2000+i] {
+		if got[i] != v[windowAlign-1000+i] || later[i] != v[2*windowAlign-2000+i] || kept[i] != got[i] {
 			t.Fatalf("download at an offset across a piece's end: element %d differs", i)
 		}
 	}
+	g.Upload(x.g, v)
 
 	// Views: across pieces (only whole-tensor kernels take them) and within one.
 	across := g.Slice(x.g, windowAlign-128, windowAlign+256)

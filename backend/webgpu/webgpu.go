@@ -124,10 +124,13 @@ func (t *tensor) bind() gpu.Binding {
 	return gpu.Binding{Buf: t.buf, Off: uint64(t.off) * 4, Size: uint64(max(t.n, 1)) * 4}
 }
 
-// laterRead is a DownloadLater in flight: the device fills raw, Await converts it into dst.
+// laterRead is a piece of a DownloadLater in flight: the device fills raw, Await converts it
+// into dst.
 type laterRead struct {
-	dst []float32
-	raw []byte
+	dst  []float32
+	raw  []byte
+	dev  bool // the device reads it (none is asked for after an error)
+	last bool // the last piece of its DownloadLater
 }
 
 // Backend is the WebGPU implementation of backend.Backend.
@@ -594,22 +597,48 @@ func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
 			r.raw = make([]byte, 4*n)
 		}
 		r.dst, r.raw = dst[p.at:p.at+n], r.raw[:4*n]
-		if be.ok() {
-			_ = be.dev.ReadLater(r.raw, p.t.buf, uint64(p.t.off)*4)
-		}
+		r.dev, r.last = be.ok() && be.dev.ReadLater(r.raw, p.t.buf, uint64(p.t.off)*4) == nil, false
+	}
+	if len(be.later) > 0 {
+		be.later[len(be.later)-1].last = true
 	}
 }
 
-// Await implements backend.Backend.
-func (be *Backend) Await() {
+// Await implements backend.Backend. A DownloadLater of nothing (an empty dst) does not count
+// among the keep. After an error it fills every dst asked for with NaN, the kept ones too.
+func (be *Backend) Await(keep int) {
 	be.settleAll()
-	err := be.dev.Await()
-	for i := range be.later {
+	n := len(be.later) // later[n:] are the pieces of the last keep DownloadLaters
+	for calls := 0; n > 0; n-- {
+		if be.later[n-1].last {
+			if calls == keep {
+				break
+			}
+			calls++
+		}
+	}
+	devKeep := 0
+	for _, r := range be.later[n:] {
+		if r.dev {
+			devKeep++
+		}
+	}
+	err := be.dev.Await(devKeep)
+	ok := err == nil && be.ok()
+	if !ok {
+		n = len(be.later) // the device abandoned every read
+	}
+	for i := range be.later[:n] {
 		r := &be.later[i]
-		fromBytes(r.dst, r.raw, err == nil && be.ok())
+		fromBytes(r.dst, r.raw, ok)
 		r.dst = nil
 	}
-	be.later = be.later[:0]
+	// The kept pieces to the front, the finished ones (their raw buffers free) behind them.
+	k := len(be.later) - n
+	for i := range k {
+		be.later[i], be.later[n+i] = be.later[n+i], be.later[i]
+	}
+	be.later = be.later[:k]
 }
 
 // Zero implements backend.Backend.

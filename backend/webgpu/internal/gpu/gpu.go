@@ -970,17 +970,21 @@ func (d *Device) ReadLater(dst []byte, b *Buffer, off uint64) error {
 	return nil
 }
 
-// Await submits everything recorded and waits until every ReadLater since the last Await has
-// filled its dst. It does not wait for the work recorded after the last read, except that a
-// submit carrying writes (new parameter blocks, uploads in the arena) first waits for the GPU
-// to finish everything submitted before it (see writesWait). A training step recorded after
-// the reads while the GPU is busy carries none (its data goes in upload pages, see stage), so
-// it is submitted at once and runs after them.
-func (d *Device) Await() error {
+// Await submits everything recorded and waits until every ReadLater not yet awaited has
+// filled its dst, but for the last keep of them, which stay in flight for a later Await. It
+// does not wait for the work recorded after the reads it waits for, except that a submit
+// carrying writes (new parameter blocks, uploads in the arena) first waits for the GPU to
+// finish everything submitted before it (see writesWait). A training step recorded while the
+// GPU is busy carries none (its data goes in upload pages, see stage), so it is submitted at
+// once, with the reads of its own loss (kept) at its end, and runs after the reads awaited.
+func (d *Device) Await(keep int) error {
 	t0 := time.Now()
 	defer func() { d.stats.AwaitTime += time.Since(t0) }()
 	err := d.Flush()
-	for _, r := range d.reads {
+	n := len(d.reads) - min(max(keep, 0), len(d.reads))
+	i := 0 // reads[:i] are done with: awaited, or abandoned after an error (all of them then)
+	for ; i < len(d.reads) && (i < n || err != nil); i++ {
+		r := d.reads[i]
 		if err == nil {
 			err = d.awaitRead(r)
 		}
@@ -992,9 +996,13 @@ func (d *Device) Await() error {
 		}
 		r.dst = nil
 	}
-	d.readPool = append(d.readPool, d.reads...)
-	clear(d.reads)
-	d.reads, d.unsent = d.reads[:0], 0
+	d.readPool = append(d.readPool, d.reads[:i]...)
+	k := copy(d.reads, d.reads[i:])
+	clear(d.reads[k:])
+	d.reads = d.reads[:k]
+	if err != nil {
+		d.unsent = 0
+	}
 	if err == nil && d.finished() {
 		d.idle()
 	}

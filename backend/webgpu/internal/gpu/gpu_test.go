@@ -137,7 +137,7 @@ func TestReadLater(t *testing.T) {
 		if err := d.Write(other, 0, words(9999)); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Await(); err != nil {
+		if err := d.Await(0); err != nil {
 			t.Fatal(err)
 		}
 		for i, g := range got {
@@ -154,6 +154,81 @@ func TestReadLater(t *testing.T) {
 	}
 	if len(d.readPool) != 4 {
 		t.Errorf("%d readback buffers after two rounds of four reads, want 4 (reused)", len(d.readPool))
+	}
+}
+
+// Await(keep) waits for all reads but the last keep, which stay in flight and keep seeing the
+// buffer as the work recorded before them left it: a trainer's pattern, each step's reads
+// recorded before the reads of the step before are awaited. The reads awaited give their
+// buffers back for reuse; the kept ones do not until they are awaited.
+func TestAwaitKeeps(t *testing.T) {
+	d := openDevice(t)
+	const n = 64 // words
+	a, err := d.NewBuffer(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := func(base uint32) []byte {
+		b := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(b[4*i:], base+uint32(i))
+		}
+		return b
+	}
+	check := func(step int, got []byte, base uint32) {
+		t.Helper()
+		for j := range n {
+			if v := binary.LittleEndian.Uint32(got[4*j:]); v != base+uint32(j) {
+				t.Fatalf("step %d, word %d: %d, want %d", step, j, v, base+uint32(j))
+			}
+		}
+	}
+	var got [2][2][]byte // two steps in flight at most, two reads each
+	for step := range 6 {
+		r := &got[step%2]
+		if err := d.Write(a, 0, words(uint32(1000*step))); err != nil {
+			t.Fatal(err)
+		}
+		for i := range r {
+			r[i] = make([]byte, 4*n)
+			if err := d.ReadLater(r[i], a, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step == 0 {
+			continue
+		}
+		if err := d.Await(2); err != nil { // the step before's reads, this step's kept
+			t.Fatal(err)
+		}
+		for _, g := range got[(step-1)%2] {
+			check(step-1, g, uint32(1000*(step-1)))
+		}
+		if len(d.reads) != 2 {
+			t.Fatalf("step %d: %d reads in flight after Await(2), want 2", step, len(d.reads))
+		}
+		for _, g := range r {
+			for _, c := range g {
+				if c != 0 {
+					t.Fatalf("step %d: a kept read filled its bytes before it was awaited", step)
+				}
+			}
+		}
+	}
+	if err := d.Write(a, 0, words(99999)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Await(0); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got[5%2] {
+		check(5, g, 5000)
+	}
+	if len(d.reads) != 0 || len(d.readPool) != 4 {
+		t.Errorf("after the last Await: %d reads in flight and %d buffers to reuse, want 0 and 4", len(d.reads), len(d.readPool))
+	}
+	if err := d.Await(5); err != nil { // nothing in flight: nothing to wait for
+		t.Fatal(err)
 	}
 }
 
