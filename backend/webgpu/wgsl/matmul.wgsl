@@ -432,17 +432,42 @@ fn gemv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
 }
 
-// dual64: workgroups [0, count1) are tiles of the first product, the next count2 of the
-// second, in a grid of any shape (tile column first).
+// dual64: workgroups [0, count1) are tiles of the first product (tile column first), the next
+// count2 of the second (in biasLast's order), in a grid of any shape.
 @compute @workgroup_size(16, 16)
 fn dual64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let w = wg.y * nwg.x + wg.x;
     if (w < prm.count1) {
         tile64(w % prm.p1.tilesN, w / prm.p1.tilesN, lid);
     } else if (w - prm.count1 < prm.count2) {
-        let w2 = w - prm.count1;
-        tile64_2(w2 % prm.p2.tilesN, w2 / prm.p2.tilesN, lid);
+        let t = biasLast(w - prm.count1, prm.count2, prm.p2.tilesN, prm.p2.tilesM, prm.p2.biasGrad != 0u && prm.p2.M % TILE64 == 0u);
+        tile64_2(t.x, t.y, lid);
     }
+}
+
+// biasLast maps position w of a product's count workgroups (its tiles, tilesN × tilesM, in
+// each of its slices of K) to the tile column x and row y that tile64 takes, row by row and
+// slice after slice as the grid, but where the row of ones is a tile row of its own (own:
+// biasGrad with M a multiple of 64) its tiles come after every other. The GPU places a
+// dispatch's workgroups in grid order, about one per SM at a time, and an SM's share of the
+// work is the sum of its workgroups' blocks along K; a bias row's tile is cheap (one row of
+// sums), so interleaved every tilesM tiles it left some SMs with an extra real tile where
+// others had a cheap one. Last, it fills the end. (H100, three rounds: medium 1.07–1.08 →
+// 1.06–1.07 ms, large 2.19–2.20 → 2.18, xl 2.94–2.95 → 2.93, huge 7.24–7.26 → 7.17–7.18;
+// docs/performance.md, 2026-11-27.) Only dual64's second product uses it: the weight
+// gradients, the products with a row of ones, all run there.
+fn biasLast(w: u32, count: u32, tilesN: u32, tilesM: u32, own: bool) -> vec2<u32> {
+    if (!own) {
+        return vec2<u32>(w % tilesN, w / tilesN);
+    }
+    let slices = count / (tilesN * tilesM);
+    let real = (tilesM - 1u) * tilesN; // a slice's tiles of C
+    if (w < slices * real) {
+        let r = w % real;
+        return vec2<u32>(r % tilesN, w / real * tilesM + r / tilesN);
+    }
+    let b = w - slices * real;
+    return vec2<u32>(b % tilesN, b / tilesN * tilesM + tilesM - 1u);
 }
 
 // reduce finishes a product whose K was split: C(i, j) = Σ_s partial_s(i, j) (+ C with
