@@ -11,12 +11,12 @@ import (
 // results are read back into.
 //
 // A step is three calls: record (its kernels, the optimizer's update included), ask (for its
-// loss and gradient norm, with DownloadLater) and finish (wait for them). step makes all three.
-// A caller that knows the next step comes straight after this one records and asks for the
-// next step before it finishes this one (see Trainer.Run): a GPU backend then runs this step
-// while the host records the next, submits the next, with the reading back of its results at
-// its end, as soon as this one's results are awaited, and so never waits for the host between
-// steps. Everything the host writes for a step (the batch, the dropout seeds, the optimizer's
+// loss and gradient norm, with DownloadLater) and finish (wait for them).
+// A caller that knows the next step comes straight after this one records the next step and
+// asks for its results before it finishes this one (see Trainer.Run). A GPU backend then runs
+// this step while the host records the next, and submits the next (one submission, which ends
+// by reading back its results) when this one's results are awaited: the GPU never waits for
+// the host between steps. Everything the host writes for a step (the batch, the dropout seeds, the optimizer's
 // learning rate and bias corrections) is written with its first commands, never in the middle
 // of it: the binding's writes wait for the GPU to finish what was submitted before
 // (docs/performance.md, thirty-third session), so a GPU backend holds a recorded step back
@@ -40,16 +40,6 @@ type stepReads struct {
 
 // readsPerAsk is the number of DownloadLater calls ask makes.
 const readsPerAsk = 2
-
-// step runs a training step on batch (dropout p from seed) and the optimizer's update with
-// learning rate lr, and returns the step's loss and gradient norm (see finish).
-func (s *stepper) step(batch gpt.Batch, p float32, seed uint64, lr float32) (loss, norm float64, err error) {
-	if err := s.record(batch, p, seed, lr); err != nil {
-		return 0, 0, err
-	}
-	s.ask()
-	return s.finish(s.o.Step)
-}
 
 // record records a training step on batch (dropout p from seed) and the optimizer's update
 // with learning rate lr, and counts it in the optimizer's Step.
