@@ -139,10 +139,11 @@ type Backend interface {
 	// once the kernels called so far have run, and Await fills dst. Kernels called after it
 	// do not delay it: a GPU backend runs them while the host waits in Await, so that a
 	// training step's loss can be read while the next step's passes run. dst must not be used
-	// until Await returns.
+	// until an Await that does not keep it returns.
 	DownloadLater(dst []float32, t Tensor, off int)
 	// Await waits until every DownloadLater not yet awaited has filled its dst, but for the
-	// last keep of them, which stay in flight for a later Await. A trainer asks for a step's
+	// last keep of them (a DownloadLater of nothing does not count), which stay in flight for
+	// a later Await; a keep below 0 counts as 0. A trainer asks for a step's
 	// loss as soon as the step is recorded, before it awaits the step before: a GPU backend
 	// then reads the loss back at the end of the step's own submission rather than in one of
 	// its own (each submission costs the GPU ~15 µs: docs/performance.md, 2026-11-27).

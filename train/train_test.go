@@ -585,12 +585,12 @@ func TestRunAheadMatchesTrainStep(t *testing.T) {
 	got, gw := run(true)
 	// Steps 1-4, 6-9 and 11 have the next step recorded before their results are read; 5 and
 	// 10 are followed by an evaluation, 12 is the last.
-	if order.ahead != 9 {
-		t.Errorf("Run recorded %d steps ahead, want 9", order.ahead)
+	if order.ahead != 9 || len(order.bad) > 0 {
+		t.Errorf("Run recorded %d steps ahead, want 9; awaits of other than one step's reads: %v", order.ahead, order.bad)
 	}
 	want, ww := run(false)
-	if order.ahead != 0 {
-		t.Errorf("TrainStep recorded %d steps ahead, want none", order.ahead)
+	if order.ahead != 0 || len(order.bad) > 0 {
+		t.Errorf("TrainStep recorded %d steps ahead, want none; awaits of other than one step's reads: %v", order.ahead, order.bad)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Run reported %d steps, want %d", len(got), len(want))
@@ -607,6 +607,42 @@ func TestRunAheadMatchesTrainStep(t *testing.T) {
 	}
 }
 
+// A step that fails while the next is recorded ahead (an asynchronous backend) takes the next
+// one's results with it: Run stops, nothing is left asked for, and a later TrainStep reads its
+// own results, not those of the step dropped.
+func TestRunAheadFailureLeavesNothingAsked(t *testing.T) {
+	o := smallOptions()
+	o.Steps, o.EvalEvery = 12, 100 // no evaluation, which would stop the run first
+	tr, err := New(asyncCPU{cpu.New()}, o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := tr.Model.Weights()
+	err = tr.Run(context.Background(), RunOptions{OnEvent: func(e Event) {
+		if e.Kind == "step" && e.Step == 4 {
+			w := tr.Model.Weights()
+			copy(good, w)
+			for i := range w {
+				w[i] = float32(math.NaN())
+			}
+			tr.Model.SetWeights(w) // step 5 was recorded already; step 6 fails
+		}
+	}})
+	if !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "training loss") {
+		t.Fatalf("Run returned %v, want a training step's not-finite error", err)
+	}
+	if tr.stepper.nasked != 0 || tr.ahead.step != 0 {
+		t.Fatalf("after the failed Run: %d steps asked for and not finished, step %d recorded ahead", tr.stepper.nasked, tr.ahead.step)
+	}
+	if err := tr.Model.SetWeights(good); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.TrainStep()
+	if err != nil || math.IsNaN(r.Loss) {
+		t.Fatalf("TrainStep after the failed Run: loss %v, %v", r.Loss, err)
+	}
+}
+
 // asyncCPU is the CPU backend claiming to run kernels asynchronously (backend.Async), so that
 // the trainer records steps ahead on it as on a GPU.
 type asyncCPU struct{ backend.Backend }
@@ -614,18 +650,31 @@ type asyncCPU struct{ backend.Backend }
 func (asyncCPU) Async() bool { return true }
 
 // orderBackend counts the Awaits that keep reads in flight: those of a step whose next step
-// was recorded and asked for first. It claims to be asynchronous (see asyncCPU).
+// was recorded and asked for first. It also checks that every Await waits for exactly one
+// step's reads (readsPerAsk DownloadLaters), no more and no fewer. It claims to be
+// asynchronous (see asyncCPU).
 type orderBackend struct {
 	backend.Backend
-	ahead int
+	ahead   int
+	pending int      // DownloadLaters not yet awaited
+	bad     []string // Awaits that did not wait for exactly one step's reads
 }
 
 func (b *orderBackend) Async() bool { return true }
+
+func (b *orderBackend) DownloadLater(dst []float32, t backend.Tensor, off int) {
+	b.pending++
+	b.Backend.DownloadLater(dst, t, off)
+}
 
 func (b *orderBackend) Await(keep int) {
 	if keep > 0 {
 		b.ahead++
 	}
+	if b.pending-keep != 2 {
+		b.bad = append(b.bad, fmt.Sprintf("Await(%d) with %d reads pending", keep, b.pending))
+	}
+	b.pending = keep
 	b.Backend.Await(keep)
 }
 

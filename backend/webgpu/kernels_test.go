@@ -581,9 +581,23 @@ func TestFailureIsSticky(t *testing.T) {
 	be.segment = windowAlign
 	small := be.Alloc(10)
 	split := be.Alloc(windowAlign + 1024)
+	// Reads in flight when the failure comes, one of them kept by the Await after it: both
+	// come back NaN, and the device holds no read afterwards.
+	before, kept := make([]float32, 3), make([]float32, 3)
+	be.DownloadLater(before, small, 0)
+	be.DownloadLater(kept, small, 3)
 	be.GELU(be.Slice(split, windowAlign-64, 128), small, 10)
 	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "spans 2 device buffers") {
 		t.Fatalf("Err after a kernel on a view across buffers: %v", err)
+	}
+	be.Await(1)
+	for i := range before {
+		if before[i] == before[i] || kept[i] == kept[i] {
+			t.Fatalf("reads in flight at a failure: %v and %v after Await(1), want NaN", before, kept)
+		}
+	}
+	if n := be.dev.PendingReads(); n != 0 || len(be.later) != 0 {
+		t.Fatalf("after a failure and Await(1): %d device reads and %d pieces in flight, want none", n, len(be.later))
 	}
 	be.GELU(small, small, 10)
 	got := make([]float32, 3)
@@ -636,6 +650,9 @@ func TestSplitTensors(t *testing.T) {
 		if kept[i] != 0 {
 			t.Fatalf("Await(1) filled the last DownloadLater (element %d)", i)
 		}
+	}
+	if n := g.dev.PendingReads(); n != 2 {
+		t.Fatalf("after Await(1): %d device reads in flight, want the last DownloadLater's 2", n)
 	}
 	g.Upload(x.g, make([]float32, n)) // kept sees x as it was when it was asked for
 	g.Await(0)
@@ -847,7 +864,7 @@ func TestEpilogues(t *testing.T) {
 func TestLinearBackwardPair(t *testing.T) {
 	e := newEnv(t, 19)
 	// IC, OC, N and the dispatches: the pair's, and a reduce where either splits K.
-	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}, {96, 400, 700, 2}, {130, 96, 700, 2}} {
+	for _, s := range [][4]int{{37, 53, 29, 1}, {37, 53, 700, 2}, {29, 400, 53, 2}, {96, 288, 1024, 2}, {64, 96, 700, 2}, {96, 400, 700, 2}, {130, 96, 700, 2}, {128, 96, 700, 2}} {
 		IC, OC, N := s[0], s[1], s[2]
 		name := fmt.Sprintf("%dx%d over %d rows", IC, OC, N)
 		dbOff := (IC*OC + 63) / 64 * 64

@@ -604,10 +604,11 @@ func (be *Backend) DownloadLater(dst []float32, t backend.Tensor, off int) {
 	}
 }
 
-// Await implements backend.Backend. A DownloadLater of nothing (an empty dst) does not count
-// among the keep. After an error it fills every dst asked for with NaN, the kept ones too.
+// Await implements backend.Backend. After an error it fills every dst asked for with NaN, the
+// kept ones too, and the device's reads are all awaited or dropped.
 func (be *Backend) Await(keep int) {
 	be.settleAll()
+	keep = max(keep, 0)
 	n := len(be.later) // later[n:] are the pieces of the last keep DownloadLaters
 	for calls := 0; n > 0; n-- {
 		if be.later[n-1].last {
@@ -619,14 +620,14 @@ func (be *Backend) Await(keep int) {
 	}
 	devKeep := 0
 	for _, r := range be.later[n:] {
-		if r.dev {
+		if r.dev && be.ok() { // after an error nothing is kept
 			devKeep++
 		}
 	}
 	err := be.dev.Await(devKeep)
 	ok := err == nil && be.ok()
 	if !ok {
-		n = len(be.later) // the device abandoned every read
+		n = len(be.later) // every read is done with: NaN
 	}
 	for i := range be.later[:n] {
 		r := &be.later[i]

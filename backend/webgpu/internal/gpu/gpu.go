@@ -1009,6 +1009,9 @@ func (d *Device) Await(keep int) error {
 	return err
 }
 
+// PendingReads returns the number of ReadLater reads not yet awaited.
+func (d *Device) PendingReads() int { return len(d.reads) }
+
 // awaitRead waits for r's map and copies the bytes out.
 func (d *Device) awaitRead(r *laterRead) error {
 	err := d.waitUntil(func() bool {
