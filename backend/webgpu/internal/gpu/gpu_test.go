@@ -90,6 +90,15 @@ func TestStreamInPieces(t *testing.T) {
 	}
 }
 
+// countFrom returns n little-endian words counting up from base.
+func countFrom(base uint32, n int) []byte {
+	b := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(b[4*i:], base+uint32(i))
+	}
+	return b
+}
+
 // ReadLater sees a buffer as the work recorded before it leaves it, whatever is recorded after
 // it before Await: three reads of one buffer, each followed by writes that change it, one read
 // at an offset that is not binding-aligned, and a read of another buffer. Over two rounds,
@@ -107,13 +116,7 @@ func TestReadLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := func(base uint32) []byte {
-		b := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(b[4*i:], base+uint32(i))
-		}
-		return b
-	}
+	words := func(base uint32) []byte { return countFrom(base, n) }
 	for round := range 2 {
 		FlushEvery = []int{64, 1}[round]
 		base := uint32(1000 * round)
@@ -168,13 +171,7 @@ func TestAwaitKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := func(base uint32) []byte {
-		b := make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(b[4*i:], base+uint32(i))
-		}
-		return b
-	}
+	words := func(base uint32) []byte { return countFrom(base, n) }
 	check := func(step int, got []byte, base uint32) {
 		t.Helper()
 		for j := range n {
