@@ -5,7 +5,8 @@ time goes on the GPU.
 No profiler reaches Vulkan compute kernels on the GPU machine, but SPIR-V can read a clock
 (OpReadClockKHR, SPV_KHR_shader_clock). The WebGPU binding does not enable Vulkan's
 VK_KHR_shader_clock, so using it is undefined behaviour; NVIDIA's driver compiles it all the same,
-reading its global timer in ns (H200, 2026-11-27), and another driver may refuse the kernel. This script adds four reads to the function each main64 workgroup runs (tile64): at its
+reading its global timer in ns (H200, 2026-11-27), and another driver may refuse the kernel.
+This script adds four reads to the function each main64 workgroup runs (tile64): at its
 start, before the loop over K, after that loop and at its end (after the stores of C); each
 thread then writes the four 64-bit readings over its first eight elements of C (two rows of
 four: only products whose sizes are multiples of 64, lest threads past C's edge write past C).

@@ -11,14 +11,14 @@ import (
 // results are read back into.
 //
 // A step is three calls: record (its kernels, the optimizer's update included), ask (for its
-// loss and gradient norm, with DownloadLater) and finish (wait for them).
-// A caller that knows the next step comes straight after this one records the next step and
-// asks for its results before it finishes this one (see Trainer.Run). A GPU backend then runs
-// this step while the host records the next, and submits the next, the reading back of its
-// results at its end, when this one's results are awaited: the GPU never waits for the host
-// between steps. Everything the host writes for a step (the batch, the dropout seeds, the optimizer's
-// learning rate and bias corrections) is written with its first commands, never in the middle
-// of it: the binding's writes wait for the GPU to finish what was submitted before
+// loss and gradient norm, with DownloadLater) and finish (wait for them). A caller that knows
+// the next step comes straight after this one records the next step and asks for its results
+// before it finishes this one (see Trainer.Run). A GPU backend then runs this step while the
+// host records the next, and submits the next, the reading back of its results at its end,
+// when this one's results are awaited: the GPU never waits for the host between steps.
+// Everything the host writes for a step (the batch, the dropout seeds, the optimizer's learning
+// rate and bias corrections) is written with its first commands, never in the middle of it:
+// the binding's writes wait for the GPU to finish what was submitted before
 // (docs/performance.md, thirty-third session), so a GPU backend holds a recorded step back
 // until the one before it has run.
 type stepper struct {

@@ -454,8 +454,12 @@ fn dual64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: ve
 // sums), so interleaved every tilesM tiles it left some SMs with an extra real tile where
 // others had a cheap one. Last, it fills the end. (H100, three rounds: medium 1.07–1.08 →
 // 1.06–1.07 ms, large 2.19–2.20 → 2.18, xl 2.94–2.95 → 2.93, huge 7.24–7.26 → 7.17–7.18;
-// docs/performance.md, 2026-11-27.) Only dual64's second product uses it: the weight
-// gradients, the products with a row of ones, all run there.
+// docs/performance.md, 2026-11-27.) Where a dispatch has more workgroups than the GPU holds
+// at once (large's MLP-output pair), the bias-row tiles start last, and as their threads walk
+// K one row of loads after another, that pair took 45–47 → 47–53 µs; bias rows first made xl
+// 2% slower, and choosing by the workgroup count made every preset slower (xl 3%). Only
+// dual64's second product uses it: the weight gradients, the products with a row of ones, all
+// run there.
 fn biasLast(w: u32, count: u32, tilesN: u32, tilesM: u32, own: bool) -> vec2<u32> {
     if (!own) {
         return vec2<u32>(w % tilesN, w / tilesN);
