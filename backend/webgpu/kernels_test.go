@@ -1158,10 +1158,12 @@ func TestLinearLayerNormBackward(t *testing.T) {
 }
 
 // The backward pass of the attention's output projection followed by the attention's
-// (LinearAttentionBackward) equals the CPU's fused kernel.
+// (LinearAttentionBackward) equals the CPU's fused kernel: head sizes 16, 32 (in one tile
+// column of the products, and in two with a part tile row), 64, and 20; with C 512 the input
+// gradient's product splits K.
 func TestLinearAttentionBackward(t *testing.T) {
 	e := newEnv(t, 37)
-	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 20, 64, 2}} {
+	for _, s := range [][4]int{{2, 37, 48, 3}, {1, 20, 64, 2}, {2, 70, 128, 4}, {1, 40, 128, 2}, {1, 33, 40, 2}, {1, 64, 512, 8}} {
 		B, T, C, NH := s[0], s[1], s[2], s[3]
 		N := B * T
 		qkv := e.in(e.randn(N*3*C, 1))
