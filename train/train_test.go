@@ -671,7 +671,7 @@ func (b *orderBackend) Await(keep int) {
 	if keep > 0 {
 		b.ahead++
 	}
-	if b.pending-keep != 2 {
+	if b.pending-keep != readsPerAsk {
 		b.bad = append(b.bad, fmt.Sprintf("Await(%d) with %d reads pending", keep, b.pending))
 	}
 	b.pending = keep

@@ -62,12 +62,11 @@ func TestProblemNamesCoverSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "// PROBLEM BEGIN", "// PROBLEM END"
-	i, j := strings.Index(code, begin), strings.Index(code, end)
-	if i < 0 || j < i {
+	sec := problemSection(code)
+	if sec == "" {
 		t.Fatal("matmul.wgsl has no problem section")
 	}
-	defs := regexp.MustCompile(`(?m)^fn (\w+)\(`).FindAllStringSubmatch(code[i:j], -1)
+	defs := regexp.MustCompile(`(?m)^fn (\w+)\(`).FindAllStringSubmatch(sec, -1)
 	if len(defs) == 0 {
 		t.Fatal("no functions in the problem section")
 	}

@@ -737,18 +737,27 @@ func (be *Backend) SyncEach(on bool) { be.dev.SyncEach(on) }
 // END" that computes the second product of dual64: each function's name with "_2" added,
 // parameters from prm.p2, C in c2, A in a2 and B in a (the first product's A).
 func problem2(code string) string {
-	const begin, end = "// PROBLEM BEGIN", "// PROBLEM END"
-	i, j := strings.Index(code, begin), strings.Index(code, end)
-	if i < 0 || j < i {
+	sec := problemSection(code)
+	if sec == "" {
 		return ""
 	}
-	sec := code[i+len(begin) : j]
 	sec = problemNames.ReplaceAllString(sec, "${1}_2(")
 	sec = strings.ReplaceAll(sec, "prm.p1.", "prm.p2.")
 	sec = problemArrays.ReplaceAllStringFunc(sec, func(s string) string {
 		return map[string]string{"a[": "a2[", "b[": "a[", "c[": "c2["}[s]
 	})
 	return "\n// The second product's copy (webgpu.go, problem2).\n" + sec
+}
+
+// problemSection returns the text of matmul.wgsl's code between "PROBLEM BEGIN" and "PROBLEM
+// END", or "" if it has no such section.
+func problemSection(code string) string {
+	const begin, end = "// PROBLEM BEGIN", "// PROBLEM END"
+	i, j := strings.Index(code, begin), strings.Index(code, end)
+	if i < 0 || j < i {
+		return ""
+	}
+	return code[i+len(begin) : j]
 }
 
 var (
