@@ -3,7 +3,8 @@
 The model is the reference model of reference.py (same parameters, shapes, init, tied head,
 exact-erf GELU), written the way a PyTorch user would write it for speed: parameters as leaf
 tensors, fused scaled-dot-product attention with a causal mask, torch.optim.AdamW with the
-decay groups of DESIGN.md §3, and global-norm clipping at 1.0. A step is zero_grad, forward,
+decay groups of DESIGN.md §3 (its fused implementation, on the CPU too: --adamw), and
+global-norm clipping at 1.0. A step is zero_grad, forward,
 cross-entropy, backward, clip, AdamW, on random tokens, exactly what `tinygpt bench` times.
 
     python bench_torch.py --presets tiny,small --threads 16            # CPU
@@ -78,10 +79,25 @@ def forward(p, cfg, idx, dropout=0.0):
     return x @ p["token_embedding.weight"].T
 
 
-def bench(name, device, mode, steps, warmup, sync_each=False):
+def _fused_on_cpu():
+    """Whether this PyTorch's AdamW has a fused implementation for the CPU (2.4 and later)."""
+    try:
+        torch.optim.AdamW([torch.zeros(1, requires_grad=True)], fused=True)
+        return True
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+def bench(name, device, mode, steps, warmup, sync_each=False, adamw="auto"):
     """Times steps training steps of preset name after warmup untimed ones. On a GPU each step
     is launched before the last one's loss is read (see below); with sync_each, each step is
-    timed alone between two synchronizations instead, the host's launches not overlapped."""
+    timed alone between two synchronizations instead, the host's launches not overlapped.
+    adamw picks torch.optim.AdamW's implementation: "fused" (one fused kernel over all the
+    parameters, on a GPU and, from PyTorch 2.4, on the CPU), "foreach" (multi-tensor
+    operations), "loop" (one parameter at a time), "default" (what PyTorch picks when asked for
+    nothing: foreach on a GPU, loop on the CPU) or "auto": fused where this PyTorch has it,
+    PyTorch at its fastest (on the 16-core CPU at medium 21 ms a step against 32 with the
+    default, at large 57 against 62: docs/performance.md, 2026-11-27)."""
     cfg, batch = config(name)
     state = ref.init_state(cfg, seed=1, dtype=torch.float32, device=device)
     params = {n: t.requires_grad_(True) for n, t in state.params.items()}
@@ -90,9 +106,11 @@ def bench(name, device, mode, steps, warmup, sync_each=False):
         {"params": [t for n, t in params.items() if n in decay], "weight_decay": 0.1},
         {"params": [t for n, t in params.items() if n not in decay], "weight_decay": 0.0},
     ]
-    # The fused CUDA implementation where there is one: PyTorch at its fastest.
-    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
-                            **({"fused": True} if device.startswith("cuda") else {}))
+    if adamw == "auto":
+        adamw = "fused" if device.startswith("cuda") or _fused_on_cpu() else "default"
+    impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False},
+            "default": {}}[adamw]
+    opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **impl)
     gen = torch.Generator().manual_seed(0)
 
     def loss_of(rows):
@@ -160,7 +178,7 @@ def bench(name, device, mode, steps, warmup, sync_each=False):
         "batch": batch, "ctx": cfg.ctx, "params": ref.num_params(cfg),
         "ms_per_step": statistics.median(times), "min_ms": min(times), "steps": steps,
         "timing": "sync-each" if sync_each or not device.startswith("cuda") else "pipelined",
-        "loss": sum(losses) / len(losses), "torch": torch.__version__,
+        "loss": sum(losses) / len(losses), "torch": torch.__version__, "adamw": adamw,
     }
 
 
@@ -172,13 +190,15 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch's default)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--adamw", default="auto", choices=["auto", "default", "fused", "foreach", "loop"],
+                    help="AdamW implementation (auto: fused where PyTorch has it)")
     ap.add_argument("--sync-each", action="store_true",
                     help="GPU: time each step alone between synchronizations (not overlapped)")
     a = ap.parse_args(argv)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     for name in a.presets.split(","):
-        r = bench(name.strip(), a.device, a.mode, a.steps, a.warmup, a.sync_each)
+        r = bench(name.strip(), a.device, a.mode, a.steps, a.warmup, a.sync_each, a.adamw)
         if not math.isfinite(r["loss"]):
             sys.exit(f"{name}: loss is not finite")
         print(json.dumps(r), flush=True)

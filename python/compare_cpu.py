@@ -5,7 +5,7 @@ same batch and context, same thread count, median ms per full training step.
     python python/compare_cpu.py --tinygpt ./tinygpt --threads 16 --presets tiny,small,huge --rounds 5
 
 It runs `tinygpt bench --backend cpu --json --threads N` and bench_torch.py with
-torch.set_num_threads(N), then prints a Markdown table: ms/step for both, the ratio
+torch.set_num_threads(N) (and its fused AdamW, PyTorch at its fastest: --adamw), then prints a Markdown table: ms/step for both, the ratio
 ours/PyTorch (below 1 means we are faster) and our achieved GFLOP/s and decode tokens/s.
 Go is not needed where this runs: pass a static linux/amd64 build of tinygpt.
 
@@ -35,12 +35,12 @@ def run_ours(binary, preset, threads, steps, warmup, backend="cpu"):
     return json.loads(out.splitlines()[0])
 
 
-def run_torch(preset, threads, steps, warmup):
+def run_torch(preset, threads, steps, warmup, adamw="auto"):
     """Runs bench_torch.py on the CPU for one preset in a process of its own (its worker
     threads end with it, so they cannot slow down the next run) and returns its JSON result."""
     cmd = [sys.executable, os.path.join(HERE, "bench_torch.py"), "--device", "cpu",
            "--threads", str(threads), "--presets", preset, "--steps", str(steps),
-           "--warmup", str(warmup)]
+           "--warmup", str(warmup), "--adamw", adamw]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[0])
 
@@ -53,6 +53,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side, taken in turn")
+    ap.add_argument("--adamw", default="auto", choices=["auto", "default", "fused", "foreach", "loop"],
+                    help="PyTorch's AdamW implementation (bench_torch.py; auto: fused where it has it)")
     a = ap.parse_args(argv)
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -60,12 +62,12 @@ def main(argv=None):
     names = a.presets.split(",")
     ours = {name: [] for name in names}
     theirs = {name: [] for name in names}
-    torch_version = ""
+    torch_version, adamw = "", ""
     for r in range(a.rounds):
         for name in names:
             o = run_ours(a.tinygpt, name, a.threads, a.steps, a.warmup)
-            t = run_torch(name, a.threads, a.steps, a.warmup)
-            torch_version = t.get("torch", torch_version)
+            t = run_torch(name, a.threads, a.steps, a.warmup, a.adamw)
+            torch_version, adamw = t.get("torch", torch_version), t.get("adamw", adamw)
             ours[name].append(o)
             theirs[name].append(t)
             print(json.dumps({"round": r + 1, "preset": name, "tinygpt": o, "pytorch": t}),
@@ -73,7 +75,7 @@ def main(argv=None):
 
     print(f"CPU, {a.threads} threads for both; each round the median of {a.steps} steps after"
           f" {a.warmup} warm-up steps; medians of {a.rounds} rounds, the two run in turn;"
-          f" PyTorch {torch_version}")
+          f" PyTorch {torch_version}, its AdamW {adamw}")
     print()
     print("| preset | batch×ctx | TinyGPT ms/step | PyTorch ms/step | ratio | ratio per round"
           " | TinyGPT GFLOP/s | TinyGPT peak RSS MB | decode tok/s |")
