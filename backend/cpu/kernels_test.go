@@ -674,6 +674,23 @@ func adamState(be *Backend, sumsq, lr float32, t int) backend.Tensor {
 	return x
 }
 
+// TestSumSquaresLengths checks the four-chain sum of squares at every length up to 13 (every
+// remainder modulo 4, its tail loop included) and at a chunk's length.
+func TestSumSquaresLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, elemChunk} {
+		x := make([]float32, n)
+		want := 0.0
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+			want += float64(x[i]) * float64(x[i])
+		}
+		if got := sumSquares(x); math.Abs(got-want) > 1e-12*want {
+			t.Errorf("n %d: sum of squares %v, want %v", n, got, want)
+		}
+	}
+}
+
 func TestSumSquaresAndAdamW(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	be := New()
