@@ -4,8 +4,8 @@ The model is the reference model of reference.py (same parameters, shapes, init,
 exact-erf GELU), written the way a PyTorch user would write it for speed: parameters as leaf
 tensors, fused scaled-dot-product attention with a causal mask, torch.optim.AdamW with the
 decay groups of DESIGN.md §3 (its fused implementation, on the CPU too: --adamw), and
-global-norm clipping at 1.0. A step is zero_grad, forward,
-cross-entropy, backward, clip, AdamW, on random tokens, exactly what `tinygpt bench` times.
+global-norm clipping at 1.0. A step is zero_grad, forward, cross-entropy, backward, clip,
+AdamW, on random tokens, exactly what `tinygpt bench` times.
 
     python bench_torch.py --presets tiny,small --threads 16            # CPU
     python bench_torch.py --device cuda --mode compile                  # GPU

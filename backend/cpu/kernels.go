@@ -821,8 +821,9 @@ func (t *sumsqTask) run(_, lo, hi int) {
 
 // sumSquares returns Σ x[i]² in float64: element i goes to sum i mod 4 (the last len(x) mod 4
 // to sum 0), and the four are added as (s0 + s1) + (s2 + s3). Four independent chains of
-// additions instead of one: 2.7× faster on one core (the one chain waited on each addition's
-// latency; at large, with 16 threads, SumSquares took 0.25 ms a step, 44 GB/s).
+// additions instead of one, which waited on each addition's latency: 2.7× faster on one core
+// (large on the 2-core machine: 1.2 → 0.6 ms a step). On sixteen threads the pass is bound by
+// reading gradients that other cores wrote, and hardly moved (docs/performance.md, 2026-11-27).
 func sumSquares(x []float32) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
