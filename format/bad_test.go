@@ -213,6 +213,8 @@ func TestEncodeErrors(t *testing.T) {
 		want string
 	}{
 		{"config", func(f *File) { f.Header.Config.Heads = 0 }, "config heads is 0, must be positive"},
+		// The reader refuses a negative step, so the writer must not write one.
+		{"step", func(f *File) { f.Step = -2 }, "step -2 is negative"},
 		{"weights", func(f *File) { f.Weights = f.Weights[1:] }, "2967 weights, config needs 2968"},
 		{"M", func(f *File) { f.M = f.M[1:] }, "moment M has 2967 values, config needs 2968"},
 		{"V", func(f *File) { f.V = append(f.V, 0) }, "moment V has 2969 values, config needs 2968"},

@@ -149,8 +149,8 @@ func decode(r io.Reader, size int64) (*File, error) {
 	if err := readState(r, f, c, dtype, withOpt); err != nil {
 		return nil, readErr(err)
 	}
-	if err := checkFinite(f, c); err != nil {
-		return nil, err
+	if d := nonFinite(f, c); d != "" {
+		return nil, formatErr("%s: %v, so the file is damaged", d, ErrNotFinite)
 	}
 	return f, nil
 }
@@ -231,11 +231,16 @@ func readErr(err error) error {
 	return fmt.Errorf("format: reading: %w", err)
 }
 
-// checkFinite reports the first weight or optimizer moment that is not a finite number (or a
-// second moment that is negative). No training produces one, so a file holding one is damaged
-// (and a model loaded from it would only produce NaN); Encode refuses to write one (an fp16
-// copy of weights beyond ±65504, say).
-func checkFinite(f *File, c Config) error {
+// ErrNotFinite is wrapped by Encode's and WriteFile's error when a weight or optimizer moment
+// is not a finite number (or a second moment is negative): a model whose training diverged, or
+// an fp16 copy of weights beyond ±65504. No file can hold it.
+var ErrNotFinite = errors.New("a model holds finite numbers only")
+
+// nonFinite describes the first weight or optimizer moment that is not a finite number (or a
+// second moment that is negative), or returns "". No training that has not diverged produces
+// one, so a file holding one is damaged (and a model loaded from it would only produce NaN);
+// Encode refuses to write one.
+func nonFinite(f *File, c Config) string {
 	for _, e := range Manifest(c) {
 		n := e.Size()
 		for _, t := range []struct {
@@ -247,12 +252,12 @@ func checkFinite(f *File, c Config) error {
 			}
 			for i, x := range t.v[e.FloatOffset : e.FloatOffset+n] {
 				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || t.what == "second moment" && x < 0 {
-					return formatErr("%s %d of %s is %v: a model holds finite numbers only, so the file is damaged", t.what, i, e.Name, x)
+					return fmt.Sprintf("%s %d of %s is %v", t.what, i, e.Name, x)
 				}
 			}
 		}
 	}
-	return nil
+	return ""
 }
 
 // checkManifest reports the first entry of m that differs from the manifest

@@ -31,6 +31,9 @@ func prepare(f *File) (*encoding, error) {
 	if f == nil {
 		return nil, errors.New("format: encode: nil File")
 	}
+	if f.Step < 0 {
+		return nil, fmt.Errorf("format: encode: step %d is negative", f.Step)
+	}
 	h := f.Header // a copy; f is not modified
 	c := h.Config
 	if err := c.Validate(); err != nil {
@@ -69,8 +72,8 @@ func prepare(f *File) (*encoding, error) {
 	} else if err := checkManifest(h.Manifest, c); err != nil {
 		return nil, fmt.Errorf("format: encode: %s", err.(*FormatError).Msg)
 	}
-	if err := checkFinite(f, c); err != nil {
-		return nil, fmt.Errorf("format: encode: %s", err.(*FormatError).Msg)
+	if d := nonFinite(f, c); d != "" {
+		return nil, fmt.Errorf("format: encode: %s: %w", d, ErrNotFinite)
 	}
 	if h.LossHistory == nil {
 		h.LossHistory = []LossPoint{} // the original always writes an array
@@ -227,10 +230,10 @@ func Write(w io.Writer, f *File) error {
 	return nil
 }
 
-// WriteFile writes f to the file at path with mode perm (the umask does not apply), so that a
-// crash never leaves a partial file there (see package atomicfile: a temporary file in the same
-// directory, synced, renamed over path). On any error a file already at path is left
-// untouched.
+// WriteFile writes f to the file at path so that a crash never leaves a partial file there
+// (see package atomicfile: a temporary file in the same directory, synced, renamed over path).
+// A new file gets mode perm less the umask; a file it replaces keeps its mode. On any error a
+// file already at path is left untouched.
 func WriteFile(path string, f *File, perm os.FileMode) error {
 	e, err := prepare(f)
 	if err != nil {

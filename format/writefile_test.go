@@ -37,9 +37,12 @@ func TestWriteFile(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o644) {
 		t.Errorf("mode %v, %v", fi.Mode(), err)
 	}
-	// Overwrite with another model, readable by the user only.
+	// Overwrite with another model: the file keeps the mode its owner gave it.
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	g := testFile(seedConfig, 12)
-	if err := WriteFile(path, g, 0o600); err != nil {
+	if err := WriteFile(path, g, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(path); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,42 @@ func TestOverfitGate(t *testing.T) {
 
 // A run saved after N steps and resumed for N more computes bit-for-bit what 2N steps straight
 // compute: same batches, dropout masks, schedule and optimizer state.
+// A run's steps must fit the int32 a model file keeps its step in, asked for by a new run or
+// by a resumed one.
+func TestStepsFitTheFile(t *testing.T) {
+	o := smallOptions()
+	o.Steps = MaxSteps
+	if err := o.Validate(); err != nil {
+		t.Errorf("%d steps: %v", MaxSteps, err)
+	}
+	o.Steps++ // past MaxSteps (or, where int has 32 bits, negative)
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "steps must be between 1 and 2147483647") {
+		t.Errorf("%d steps: error %v", o.Steps, err)
+	}
+	o = smallOptions()
+	o.Steps = 2
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.TrainStep(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tr.File("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := MaxSteps
+	if steps++; steps < 0 {
+		return // int has 32 bits here: no int is past MaxSteps
+	}
+	// The steps asked for are at fault, not the file's settings.
+	_, err = Resume(cpu.New(), f, ResumeOptions{Steps: steps})
+	if err == nil || err.Error() != "steps must be between 1 and 2147483647, got 2147483648" {
+		t.Errorf("resumed with %d steps: error %v", steps, err)
+	}
+}
+
 func TestResumeIsExact(t *testing.T) {
 	o := smallOptions()
 	o.Schedule, o.Warmup, o.Dropout, o.Steps = Cosine, 3, 0.1, 16
@@ -795,5 +832,9 @@ func TestUnwritableCheckpointLosesNothing(t *testing.T) {
 	f, err := format.ReadFile(rescued[0])
 	if err != nil || f.Step != 5 || f.M == nil {
 		t.Errorf("the rescued file: %v", err)
+	}
+	// The temporary folder is shared: the copy, training text and all, is its owner's only.
+	if info, err := os.Stat(rescued[0]); err != nil || (runtime.GOOS != "windows" && info.Mode().Perm() != 0o600) {
+		t.Errorf("the rescued file's mode %v (%v), want 0600", info.Mode().Perm(), err)
 	}
 }

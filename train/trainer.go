@@ -52,6 +52,9 @@ func DefaultOptions(p gpt.Preset) Options {
 	}
 }
 
+// MaxSteps is the most steps a run can have: a model file stores its step as an int32.
+const MaxSteps = math.MaxInt32
+
 // Validate checks the options.
 func (o Options) Validate() error {
 	if err := o.Model.Validate(); err != nil {
@@ -60,8 +63,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Batch < 1:
 		return fmt.Errorf("batch must be at least 1, got %d", o.Batch)
-	case o.Steps < 1:
-		return fmt.Errorf("steps must be at least 1, got %d", o.Steps)
+	case o.Steps < 1 || o.Steps > MaxSteps:
+		return fmt.Errorf("steps must be between 1 and %d, got %d", MaxSteps, o.Steps)
 	case o.Dropout < 0 || o.Dropout >= 1:
 		return fmt.Errorf("dropout must be in [0, 1), got %v", o.Dropout)
 	case o.EvalEvery < 0 || o.EvalBatches < 1:
@@ -177,6 +180,9 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	opts, saved, err := optionsFromHeader(f.Header)
 	if err != nil {
 		return nil, err
+	}
+	if ro.Steps > MaxSteps {
+		return nil, fmt.Errorf("steps must be between 1 and %d, got %d", MaxSteps, ro.Steps)
 	}
 	if ro.Steps > 0 {
 		opts.Steps = ro.Steps
@@ -579,7 +585,7 @@ type Event struct {
 // RunOptions control Run.
 type RunOptions struct {
 	Out         string      // checkpoint path; "" saves nothing
-	Perm        os.FileMode // the checkpoint's file mode; 0 means 0644
+	Perm        os.FileMode // a new checkpoint file's mode, less the umask; 0 means 0644 (see format.WriteFile)
 	Backend     string      // backend name recorded in checkpoints
 	SampleEvery int         // steps between live samples; 0 for none
 	Resumed     bool        // Out already holds the state at the current step (a resumed run)
@@ -628,6 +634,16 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 	if perm == 0 {
 		perm = 0o644
 	}
+	// diverged stops the run on err, a loss, gradient or weight that is not finite, saying
+	// where the last good state is and what to try instead.
+	diverged := func(err error) error {
+		where := "no checkpoint was written"
+		if lastSaved >= 0 {
+			where = fmt.Sprintf("the last checkpoint, with finite weights, is %s (step %d)", ro.Out, lastSaved)
+		}
+		return fmt.Errorf("%w; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
+			"or continue from a checkpoint with --init-from FILE --lr X", err, where, t.Opts.LR)
+	}
 	// write writes a snapshot to ro.Out (none for nil). When that fails, the run's last
 	// state (final) is written elsewhere rather than lost; a checkpoint on the way is only
 	// reported, and the run goes on to the next.
@@ -636,6 +652,9 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 			return nil
 		}
 		if err := format.WriteFile(ro.Out, f, perm); err != nil {
+			if errors.Is(err, format.ErrNotFinite) { // no file can hold it: training diverged
+				return diverged(fmt.Errorf("the model after step %d is %w (%v)", t.Step(), ErrNotFinite, err))
+			}
 			if final {
 				return rescue(f, ro.Out, perm, err)
 			}
@@ -683,12 +702,7 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 		r, err := t.trainStep(ctx.Err() == nil && quiet(t.Step()+1) && !hold)
 		if err != nil {
 			if errors.Is(err, ErrNotFinite) {
-				where := "no checkpoint was written"
-				if lastSaved >= 0 {
-					where = fmt.Sprintf("the last checkpoint, with finite weights, is %s (step %d)", ro.Out, lastSaved)
-				}
-				return fmt.Errorf("%w; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
-					"or continue from a checkpoint with --init-from FILE --lr X", err, where, t.Opts.LR)
+				return diverged(err)
 			}
 			return err
 		}

@@ -190,7 +190,9 @@ func TestBadInput(t *testing.T) {
 	}{
 		{[]string{"train", "--stpes", "5"}, 2, "flag provided but not defined: -stpes"},
 		{[]string{"train", "--steps", "abc"}, 2, `invalid value "abc" for flag -steps`},
-		{[]string{"train", "--steps", "0"}, 1, "--steps must be at least 1"},
+		{[]string{"train", "--steps", "0"}, 1, "--steps must be between 1 and 2147483647"},
+		// A model file keeps its step as an int32.
+		{[]string{"train", "--steps", "2147483648"}, 1, "--steps must be between 1 and 2147483647"},
 		{[]string{"train", "--heads", "5", "--d-model", "48"}, 1, "--heads must divide --d-model 48"},
 		{[]string{"train", "--dropout", "1.5"}, 1, "--dropout must be in [0, 1)"},
 		{[]string{"train", "--steps", "10", "--warmup", "20"}, 1, "--warmup must not be longer than the run (--steps 10)"},
@@ -273,6 +275,15 @@ func TestDivergingRunKeepsGoodCheckpoint(t *testing.T) {
 		"--batch", "2", "--lr", "1e30", "--steps", "6", "--checkpoint-every", "1", "--eval-every", "0", "--out", model)
 	if code != 1 || !strings.Contains(errOut, "not finite") || !strings.Contains(errOut, "lower --lr") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// Weights that are not finite after a step whose loss was (a learning rate of 1e39, past
+	// float32's range) stop the run at the checkpoint that finds them, not with a warning that
+	// the save failed and training goes on.
+	code, out, errOut = tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--lr", "1e39", "--steps", "6", "--checkpoint-every", "1", "--eval-every", "0", "--out", model+"2")
+	if code != 1 || !strings.Contains(errOut, "the model after step 1 is not finite") || !strings.Contains(errOut, "lower --lr") ||
+		strings.Contains(out+errOut, "warning") {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 	if f, err := format.ReadFile(model); err == nil {
 		for _, w := range f.Weights {

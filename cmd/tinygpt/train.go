@@ -259,8 +259,8 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		if err != nil {
 			return fmt.Errorf("resuming %s: %w", *resume, err)
 		}
-		if set["steps"] && *steps < 1 {
-			return fmt.Errorf("--steps must be at least 1")
+		if set["steps"] && (*steps < 1 || *steps > train.MaxSteps) {
+			return fmt.Errorf("--steps must be between 1 and %d", train.MaxSteps)
 		}
 		if set["eval-every"] {
 			if *evalEvery < 0 {
@@ -636,7 +636,7 @@ func validateFlags(o train.Options, set map[string]bool) error {
 		{"heads", c.Heads < 1, "must be at least 1"},
 		{"heads", c.Heads >= 1 && c.DModel%c.Heads != 0, fmt.Sprintf("must divide --d-model %d", c.DModel)},
 		{"ctx", c.Ctx < 1 || c.Ctx > gpt.MaxCtx, fmt.Sprintf("must be between 1 and %d", gpt.MaxCtx)},
-		{"steps", o.Steps < 1, "must be at least 1"},
+		{"steps", o.Steps < 1 || o.Steps > train.MaxSteps, fmt.Sprintf("must be between 1 and %d", train.MaxSteps)},
 		{"batch", o.Batch < 1, "must be at least 1"},
 		{"lr", !(o.LR > 0) || math.IsInf(o.LR, 0), "must be a positive number"},
 		{"min-lr", !(o.MinLR >= 0 && o.MinLR <= o.LR), "must be between 0 and --lr"},

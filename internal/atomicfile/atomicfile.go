@@ -9,25 +9,33 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Write creates or replaces the file at path with what write writes, with mode perm (the
-// umask does not apply). On any error it removes its temporary file, leaves a file already at
-// path untouched and returns the error, naming path.
+// Write creates or replaces the file at path with what write writes. A new file gets mode
+// perm less the process's umask, as a file os.OpenFile creates does; a file it replaces keeps
+// its permission bits (a model its owner made private stays private). On any error it removes
+// its temporary file, leaves a file already at path untouched and returns the error, naming
+// path.
 func Write(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	start := time.Now()
-	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")
+	old, statErr := os.Stat(path)
+	replacing := statErr == nil && old.Mode().IsRegular()
+	tmp, err := createTemp(dir, tempPrefix(base), perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -41,8 +49,10 @@ func Write(path string, perm os.FileMode, write func(io.Writer) error) (err erro
 	if err = write(tmp); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(perm); err != nil && runtime.GOOS != "windows" {
-		return err
+	if replacing {
+		if err = tmp.Chmod(old.Mode().Perm()); err != nil && runtime.GOOS != "windows" {
+			return err
+		}
 	}
 	if err = tmp.Sync(); err != nil {
 		return err
@@ -58,6 +68,19 @@ func Write(path string, perm os.FileMode, write func(io.Writer) error) (err erro
 	}
 	removeLeftovers(dir, base, start)
 	return nil
+}
+
+// createTemp creates a new file in dir named prefix and decimal digits, with mode perm less the
+// umask (os.CreateTemp's files are 0600 whatever the umask), open for writing.
+func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) && try < 1000 {
+			continue
+		}
+		return f, err
+	}
 }
 
 // tempPrefix is what the temporary files for a destination named base begin with.
