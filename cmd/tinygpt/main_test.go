@@ -221,7 +221,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--batch", "4611686018427387904", "--ctx", "4"}, 1, "too large"},
 		{[]string{"train", "--min-lr", "NaN"}, 1, "--min-lr must be between 0 and --lr"},
 		{[]string{"train", "--out", dir}, 1, "is a directory"},
-		{[]string{"train", "--out", filepath.Join(dir, "no", "such", "m.tinygpt")}, 1, "cannot write there"},
+		{[]string{"train", "--out", filepath.Join(dir, "no", "such", "m.tinygpt")}, 1, "the folder " + filepath.Join(dir, "no", "such") + " does not exist"},
+		{[]string{"train", "--out", filepath.Join(garbage, "m.tinygpt")}, 1, garbage + " is not a folder"},
 		{[]string{"train", "--d-model", "65536", "--layers", "64"}, 1, "of memory, more than this machine's"},
 		{[]string{"bench", "--steps", "9223372036854775807"}, 1, "--steps must be between"},
 		{[]string{"bench", "--presets", "tiny,small", "--batch", "2"}, 1, "change one preset: name one with --presets"},
@@ -452,6 +453,16 @@ func TestCorpusNotStoredNote(t *testing.T) {
 		"--ctx", "16", "--batch", "2", "--out", filepath.Join(dir, "m.tinygpt"))
 	if code != 0 || !strings.Contains(out, "the corpus is not kept in the model file (it is not UTF-8 text): --resume and continuing need --data again") {
 		t.Errorf("train on bytes: exit %d\n%s%s", code, out, errOut)
+	}
+	// inspect says so too, naming the text the header records.
+	code, out, errOut = tinygpt(t, "", "inspect", filepath.Join(dir, "m.tinygpt"))
+	if code != 0 || !strings.Contains(out, "not stored, only its SHA-256 ("+corpus+", 4,000 bytes, ") ||
+		!strings.Contains(out, "--resume and eval need --data with that text") {
+		t.Errorf("inspect: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = tinygpt(t, "", "inspect", "--json", filepath.Join(dir, "m.tinygpt"))
+	if code != 0 || !strings.Contains(out, `"corpus": "(not stored)"`) {
+		t.Errorf("inspect --json: exit %d\n%s%s", code, out, errOut)
 	}
 }
 

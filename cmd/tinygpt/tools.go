@@ -144,6 +144,9 @@ Prints a model file's format, model size, training settings, loss history and sa
 	h := f.Header
 	if *asJSON {
 		h.Corpus = fmt.Sprintf("(%d bytes)", len(h.Corpus))
+		if len(f.Header.Corpus) == 0 {
+			h.Corpus = "(not stored)"
+		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
@@ -179,7 +182,7 @@ Prints a model file's format, model size, training settings, loss history and sa
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintf(w, "corpus:\t%s bytes stored\n", commas(len(h.Corpus)))
+	fmt.Fprintf(w, "corpus:\t%s\n", describeCorpus(h))
 	summarizeHistory(w, h)
 	w.Flush()
 	if h.Sample != "" {
@@ -190,6 +193,25 @@ Prints a model file's format, model size, training settings, loss history and sa
 		fmt.Fprintf(e.stdout, "sample:\n%s\n", safeText(s))
 	}
 	return nil
+}
+
+// describeCorpus says whether the file holds its training text and what the header records of
+// it (a corpus over 32 MB, or one that is not UTF-8, is recorded by its SHA-256 only).
+func describeCorpus(h format.Header) string {
+	var facts struct {
+		Source string `json:"corpusSource"`
+		Bytes  int    `json:"corpusBytes"`
+		SHA256 string `json:"corpusSHA256"`
+	}
+	json.Unmarshal(h.Train, &facts) // absent or foreign: no facts
+	if len(h.Corpus) > 0 {
+		return commas(len(h.Corpus)) + " bytes stored"
+	}
+	if facts.SHA256 == "" {
+		return "not stored"
+	}
+	return fmt.Sprintf("not stored, only its SHA-256 (%s, %s bytes, %s…): --resume and eval need --data with that text",
+		facts.Source, commas(facts.Bytes), facts.SHA256[:min(12, len(facts.SHA256))])
 }
 
 func describeDtype(f *format.File) string {

@@ -539,9 +539,19 @@ func checkWritable(what, out string) (isModel bool, err error) {
 		return false, fmt.Errorf("%s %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", what, out)
 	}
 	isModel = err == nil && string(head) == format.Magic
-	f, err := os.CreateTemp(filepath.Dir(out), ".tinygpt-check-*")
+	dir := filepath.Dir(out)
+	if info, err := os.Stat(dir); err != nil && errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("%s %s: the folder %s does not exist", what, out, dir)
+	} else if err == nil && !info.IsDir() {
+		return false, fmt.Errorf("%s %s: %s is not a folder", what, out, dir)
+	}
+	f, err := os.CreateTemp(dir, ".tinygpt-check-*")
 	if err != nil {
-		return false, fmt.Errorf("%s %s: cannot write there: %w", what, out, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) { // the probe's own name says nothing to the user
+			err = pe.Err
+		}
+		return false, fmt.Errorf("%s %s: cannot write in the folder %s: %w", what, out, dir, err)
 	}
 	f.Close()
 	return isModel, os.Remove(f.Name())
