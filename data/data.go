@@ -53,15 +53,15 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 	case "":
 		return Builtin(), nil
 	case "-":
-		text, err := io.ReadAll(io.LimitReader(stdin, MaxCorpusBytes+1))
+		text, why, err := readText(stdin)
 		if err != nil {
 			return Corpus{}, fmt.Errorf("reading standard input: %w", err)
 		}
+		if why != "" {
+			return Corpus{}, fmt.Errorf("standard input looks like a binary file (%s); TinyGPT trains on text", why)
+		}
 		if len(text) > MaxCorpusBytes {
 			return Corpus{}, fmt.Errorf("standard input is larger than %d bytes", MaxCorpusBytes)
-		}
-		if why := binaryReason(text); why != "" {
-			return Corpus{}, fmt.Errorf("standard input looks like a binary file (%s); TinyGPT trains on text", why)
 		}
 		return Corpus{Text: text, Source: "stdin", Files: 1}, nil
 	}
@@ -73,11 +73,11 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 		if glob != "" {
 			return Corpus{}, fmt.Errorf("--glob %q picks files in a folder, and %s is a file", glob, path)
 		}
-		text, err := readFile(path, info.Size())
+		text, why, err := readFile(path, info.Size())
 		if err != nil {
 			return Corpus{}, err
 		}
-		if why := binaryReason(text); why != "" {
+		if why != "" {
 			return Corpus{}, fmt.Errorf("%s looks like a binary file (%s); TinyGPT trains on text", path, why)
 		}
 		return Corpus{Text: text, Source: path, Files: 1}, nil
@@ -85,25 +85,47 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 	return loadDir(path, glob)
 }
 
-func readFile(path string, size int64) ([]byte, error) {
+// readFile reads the corpus file at path, of the given size, and says why it looks binary
+// (binaryReason; then text is nil), or "".
+func readFile(path string, size int64) (text []byte, why string, err error) {
 	if size > MaxCorpusBytes {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d-byte limit", path, size, MaxCorpusBytes)
+		return nil, "", fmt.Errorf("%s is %d bytes, more than the %d-byte limit", path, size, MaxCorpusBytes)
 	}
 	// A pipe (--data <(command)) or a device has no size to check first; read no more than
-	// the limit allows, so that /dev/zero is an error, not an endless read.
+	// the limit allows, so that an endless stream is an error, not an endless read.
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("corpus: %w", err)
+		return nil, "", fmt.Errorf("corpus: %w", err)
 	}
 	defer f.Close()
-	text, err := io.ReadAll(io.LimitReader(f, MaxCorpusBytes+1))
+	text, why, err = readText(f)
 	if err != nil {
-		return nil, fmt.Errorf("corpus: %w", err)
+		return nil, "", fmt.Errorf("corpus: %w", err)
 	}
 	if len(text) > MaxCorpusBytes {
-		return nil, fmt.Errorf("%s holds more than the %d-byte limit", path, MaxCorpusBytes)
+		return nil, "", fmt.Errorf("%s holds more than the %d-byte limit", path, MaxCorpusBytes)
 	}
-	return text, nil
+	return text, why, nil
+}
+
+// readText reads r to its end, or to one byte past MaxCorpusBytes, unless its first 64 KB
+// look binary (binaryReason, which looks at no more): then it stops there and says why, so
+// that /dev/zero or a binary stream is refused at once rather than after a gigabyte.
+func readText(r io.Reader) (text []byte, why string, err error) {
+	head := make([]byte, binaryHead)
+	n, err := io.ReadFull(r, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, "", err
+	}
+	if why := binaryReason(head[:n]); why != "" {
+		return nil, why, nil
+	}
+	if n < len(head) { // the whole stream
+		return head[:n], "", nil
+	}
+	buf := bytes.NewBuffer(head)
+	_, err = buf.ReadFrom(io.LimitReader(r, MaxCorpusBytes+1-int64(n)))
+	return buf.Bytes(), "", err
 }
 
 func loadDir(root, glob string) (Corpus, error) {
@@ -169,7 +191,7 @@ func loadDir(root, glob string) (Corpus, error) {
 		if int64(buf.Len())+info.Size() > MaxCorpusBytes {
 			return Corpus{}, fmt.Errorf("files under %s add up to more than the %d-byte limit", root, MaxCorpusBytes)
 		}
-		text, err := readFile(p, info.Size())
+		text, why, err := readFile(p, info.Size())
 		if errors.Is(err, fs.ErrPermission) {
 			unreadable = append(unreadable, p) // skipped, as an unreadable folder is
 			continue
@@ -177,7 +199,7 @@ func loadDir(root, glob string) (Corpus, error) {
 		if err != nil {
 			return Corpus{}, err
 		}
-		if binaryReason(text) != "" || len(text) == 0 {
+		if why != "" || len(text) == 0 {
 			skipped++
 			continue
 		}
@@ -209,7 +231,7 @@ func loadDir(root, glob string) (Corpus, error) {
 // byte-level model trains on Latin-1 or any other 8-bit encoding as well. (Compressed and
 // random data hold NUL bytes within a few hundred bytes.)
 func binaryReason(text []byte) string {
-	head := text[:min(len(text), 1<<16)]
+	head := text[:min(len(text), binaryHead)]
 	if i := bytes.IndexByte(head, 0); i >= 0 {
 		return fmt.Sprintf("NUL byte at offset %d", i)
 	}
@@ -224,6 +246,9 @@ func binaryReason(text []byte) string {
 	}
 	return ""
 }
+
+// binaryHead is how much of a corpus binaryReason looks at.
+const binaryHead = 1 << 16
 
 // TrainFraction is the share of the corpus used for training; the rest, at the end, is the
 // validation split.

@@ -228,3 +228,32 @@ func TestLoadSkipsUnreadable(t *testing.T) {
 		t.Errorf("only unreadable paths: %v", err)
 	}
 }
+
+// zeros is an endless stream of NUL bytes that counts what was read of it.
+type zeros struct{ read int }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.read += len(p)
+	return len(p), nil
+}
+
+// An endless binary stream (/dev/zero, or a binary file piped in) is refused after its first
+// 64 KB, not read to the gigabyte limit; text of any length is read whole.
+func TestReadTextStopsEarly(t *testing.T) {
+	z := &zeros{}
+	text, why, err := readText(z)
+	if err != nil || text != nil || why != "NUL byte at offset 0" || z.read > binaryHead {
+		t.Errorf("zeros: %d bytes returned, why %q, err %v, %d bytes read", len(text), why, err, z.read)
+	}
+	if _, err := Load("-", "", z); err == nil || !strings.Contains(err.Error(), "standard input looks like a binary file") {
+		t.Errorf("Load of endless zeros: %v", err)
+	}
+	for _, n := range []int{0, 10, binaryHead - 1, binaryHead, binaryHead + 1, 3*binaryHead + 17} {
+		want := strings.Repeat("a line of text\n", n/15+1)[:n]
+		got, why, err := readText(strings.NewReader(want))
+		if err != nil || why != "" || string(got) != want {
+			t.Errorf("%d bytes of text: got %d bytes, why %q, err %v", n, len(got), why, err)
+		}
+	}
+}
