@@ -212,8 +212,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"sample", "--model", filepath.Join(dir, "nope.tinygpt")}, 1, "no such file"},
 		{[]string{"sample", "--model", short}, 1, "not a .tinygpt file"},
 		{[]string{"sample", "--model", garbage, "--top-p", "2"}, 1, "--top-p must be in (0, 1]"},
-		{[]string{"inspect"}, 2, "Usage: tinygpt inspect"},
-		{[]string{"convert", "--to", "fp8", short, short + "2"}, 1, "not a .tinygpt file"},
+		{[]string{"inspect"}, 2, "tinygpt inspect: need one model file\nUsage: tinygpt inspect"},
+		{[]string{"convert", "--to", "fp16", short, short + "2"}, 1, "not a .tinygpt file"},
+		// The target format is checked before the files.
+		{[]string{"convert", "--to", "fp8", short, short + "2"}, 1, `--to must be fp32, fp16 or int4, got "fp8"`},
+		{[]string{"convert", garbage, garbage}, 1, "--to is required (fp32, fp16 or int4)"},
 		{[]string{"bench", "--presets", "nope"}, 1, `unknown preset "nope"`},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"sample", "--model", garbage, "--temperature", "NaN"}, 1, "--temperature must be a number"},

@@ -133,6 +133,7 @@ Prints a model file's format, model size, training settings, loss history and sa
 		return err
 	}
 	if len(rest) != 1 {
+		fmt.Fprintln(e.stderr, "tinygpt inspect: need one model file")
 		fs.Usage()
 		return errUsage
 	}
@@ -287,6 +288,13 @@ replaced.`)
 		fs.Usage()
 		return errUsage
 	}
+	switch strings.ToLower(*to) { // before looking at the files: the command cannot run without it
+	case "fp16", "int4", "fp32":
+	case "":
+		return fmt.Errorf("--to is required (fp32, fp16 or int4)")
+	default:
+		return fmt.Errorf("--to must be fp32, fp16 or int4, got %q", *to)
+	}
 	in, out := rest[0], rest[1]
 	if samePath(in, out) {
 		return fmt.Errorf("input and output are the same file %s", in)
@@ -315,10 +323,6 @@ replaced.`)
 		if f.M == nil {
 			g.Header.WeightDtype = format.DtypeFP32 // weights only: there are no moments to keep
 		}
-	case "":
-		return fmt.Errorf("--to is required (fp32, fp16 or int4)")
-	default:
-		return fmt.Errorf("--to must be fp32, fp16 or int4, got %q", *to)
 	}
 	if err := format.WriteFile(out, g, 0o644); err != nil {
 		return err
