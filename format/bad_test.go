@@ -88,7 +88,7 @@ func TestDecodeBadInput(t *testing.T) {
 		{"version 3", setVersion(3), "unsupported version 3, want 2"},
 		{"version 1", setVersion(1), "unsupported version 1, want 2"},
 		{"huge header length", setHeaderLen(0xffffffff), "header length 4.3 GB exceeds file size (1234 bytes)"},
-		{"header length", setHeaderLen(5000), "header length 5000 bytes exceeds file size (1234 bytes)"},
+		{"header length", setHeaderLen(5000), "header length 5000 bytes exceeds file size (1234 bytes): the file is cut short, or not a model file"},
 		{"bad JSON", assemble([]byte(`{"version":2,`), []byte{0, 0, 0, 0}), "header is not valid JSON"},
 		{"JSON array", assemble([]byte(`[1,2]`), nil), "header is not valid JSON"},
 		{"JSON type", assemble([]byte(`{"config":{"ctx":"4"}}`), nil), "header is not valid JSON"},

@@ -69,7 +69,7 @@ func decode(r io.Reader, size int64) (*File, error) {
 	}
 	hlen := int64(binary.LittleEndian.Uint32(prefix[8:]))
 	if hlen > size-prefixLen {
-		return nil, formatErr("header length %s exceeds file size (%d bytes)", humanBytes(uint64(hlen)), size)
+		return nil, formatErr("header length %s exceeds file size (%d bytes): the file is cut short, or not a model file", humanBytes(uint64(hlen)), size)
 	}
 	hdrBytes := make([]byte, hlen)
 	if _, err := io.ReadFull(r, hdrBytes); err != nil {
