@@ -57,10 +57,10 @@ checkpoint of the running job.`)
 	}
 	urls := playgroundURLs(host, ln.Addr().(*net.TCPAddr).Port, interfaceAddrs())
 	for i := range urls {
-		urls[i] += "#token=" + srv.Token() // a fragment: never sent to a server, nor in a Referer
+		urls[i] += tokenFragment(srv.Token())
 	}
-	url := urls[0]
-	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", url)
+	address := urls[0]
+	fmt.Fprintf(e.stdout, "TinyGPT playground: %s\n", address)
 	for _, u := range urls[1:] {
 		fmt.Fprintf(e.stdout, "                 or %s\n", u)
 	}
@@ -74,12 +74,12 @@ checkpoint of the running job.`)
 		// The browser gets the address of a page in the data directory that redirects to the
 		// playground, as Jupyter does: the address with the token, given to the opener, would
 		// sit in the process list, where every user of the machine can read it.
-		page, err := writeOpenPage(*dir, url)
+		page, err := writeOpenPage(*dir, address)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "could not open a browser (%v); open the address above yourself\n", err)
 		} else {
 			defer os.Remove(page)
-			openBrowser(e.stderr, fileURL(page), url)
+			openBrowser(e.stderr, fileURL(page), address)
 		}
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
@@ -172,6 +172,11 @@ func defaultDataDir() string {
 	}
 	return "tinygpt-data"
 }
+
+// tokenFragment is the end of the playground's address that carries the access token: a
+// fragment, never sent to a server, nor in a Referer, escaped as the page reads it back
+// (URLSearchParams), so that a --token with spaces, & or # survives.
+func tokenFragment(token string) string { return "#token=" + url.QueryEscape(token) }
 
 // writeOpenPage writes dir/open.html, readable by the user only, a page that sends the browser
 // on to target, and returns its path.

@@ -55,6 +55,17 @@ func TestPlaygroundURLs(t *testing.T) {
 	}
 }
 
+func TestTokenFragment(t *testing.T) {
+	for token, want := range map[string]string{
+		"Zx9-_abc": "#token=Zx9-_abc",
+		"a b&c#d":  "#token=a+b%26c%23d", // URLSearchParams gives back "a b&c#d"
+	} {
+		if got := tokenFragment(token); got != want {
+			t.Errorf("%q: %s, want %s", token, got, want)
+		}
+	}
+}
+
 func TestBackendList(t *testing.T) {
 	list := backendList()
 	var cpuOK bool
