@@ -114,6 +114,35 @@ func TestStepsFitTheFile(t *testing.T) {
 	}
 }
 
+// A model file whose stored corpus is not the text its header's SHA-256 records (edited after
+// it was written) is not resumed on that text.
+func TestResumeChecksStoredCorpus(t *testing.T) {
+	o := smallOptions()
+	o.Steps = 4
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.TrainStep(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tr.File("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resume(cpu.New(), f, ResumeOptions{}); err != nil {
+		t.Fatalf("the file as written: %v", err)
+	}
+	f.Header.Corpus = "x" + f.Header.Corpus[1:]
+	if _, err := Resume(cpu.New(), f, ResumeOptions{}); err == nil || !strings.Contains(err.Error(), "the corpus stored in the model file is not the text it was trained on") {
+		t.Errorf("an edited corpus: %v", err)
+	}
+	corpus := testCorpus(2000)
+	if _, err := Resume(cpu.New(), f, ResumeOptions{Corpus: &corpus}); err != nil {
+		t.Errorf("an edited corpus, the original given: %v", err)
+	}
+}
+
 func TestResumeIsExact(t *testing.T) {
 	o := smallOptions()
 	o.Schedule, o.Warmup, o.Dropout, o.Steps = Cosine, 3, 0.1, 16

@@ -208,6 +208,10 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 		if saved.CorpusSource != "" {
 			corpus.Source = saved.CorpusSource
 		}
+		if saved.CorpusSHA256 != "" && saved.CorpusSHA256 != hashText(corpus.Text) {
+			return nil, fmt.Errorf("the corpus stored in the model file is not the text it was trained on (its SHA-256 differs from the one the header records): "+
+				"the file was changed after it was written; pass --data with the original text (%s, %d bytes)", saved.CorpusSource, saved.CorpusBytes)
+		}
 	default:
 		return nil, fmt.Errorf("the model file does not hold its training corpus; pass --data")
 	}
