@@ -1025,3 +1025,38 @@ func TestDamagedRunIsReported(t *testing.T) {
 		t.Errorf("%d runs listed; logged %q", len(list.Runs), logged)
 	}
 }
+
+// A run.json damaged while the server runs is logged by the next listing that misses it, once.
+func TestRunDamagedWhileServingIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var logged []string
+	a := newTestServer(t, dir, func(c *Config) {
+		c.Logf = func(format string, args ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+	})
+	var start StartResponse
+	a.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
+	a.waitJob(ended)
+	if err := os.WriteFile(filepath.Join(dir, "runs", start.Run.ID, "run.json"), []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Runs []Run }
+	for range 3 {
+		a.json("GET", "/api/runs", nil, http.StatusOK, &list)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var damaged []string
+	for _, l := range logged {
+		if strings.Contains(l, "damaged run.json") {
+			damaged = append(damaged, l)
+		}
+	}
+	if len(list.Runs) != 0 || len(damaged) != 1 || !strings.Contains(damaged[0], start.Run.ID) {
+		t.Errorf("%d runs listed; logged %q", len(list.Runs), logged)
+	}
+}

@@ -84,16 +84,21 @@ const (
 type store struct {
 	dir string
 	mu  sync.Mutex // serialises run.json writes and deletes
+
+	logf     func(string, ...any)
+	logMu    sync.Mutex
+	reported map[string]bool // the damaged run folders already logged, by message
 }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 // openStore opens the runs of the data directory dir, stopping those that were training, and
-// says on logf which run folders it cannot read (they are not listed).
+// says on logf which run folders it cannot read (they are not listed), now and whenever a
+// listing finds another.
 func openStore(dir string, logf func(string, ...any)) (*store, error) {
 	// Runs hold the user's corpora: only the user may read them (loopback is no boundary
 	// between the users of one machine). The runs folder of an older version is tightened.
-	st := &store{dir: filepath.Join(dir, "runs")}
+	st := &store{dir: filepath.Join(dir, "runs"), logf: logf, reported: map[string]bool{}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -108,9 +113,7 @@ func openStore(dir string, logf func(string, ...any)) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, err := range damaged {
-		logf("tinygpt serve: %v", err)
-	}
+	st.report(damaged)
 	for _, r := range runs {
 		if r.Status != StatusTraining && r.Status != StatusPaused {
 			continue
@@ -200,10 +203,24 @@ func (st *store) save(r *Run) error {
 	return writeFileAtomic(st.metaPath(r.ID), b)
 }
 
-// list returns every readable run, newest first.
+// list returns every readable run, newest first, and logs the run folders it cannot read
+// that were not logged before (a run.json damaged while the server runs).
 func (st *store) list() ([]*Run, error) {
-	runs, _, err := st.scan()
+	runs, damaged, err := st.scan()
+	st.report(damaged)
 	return runs, err
+}
+
+// report logs each damaged run folder's error once.
+func (st *store) report(damaged []error) {
+	st.logMu.Lock()
+	defer st.logMu.Unlock()
+	for _, err := range damaged {
+		if msg := err.Error(); !st.reported[msg] {
+			st.reported[msg] = true
+			st.logf("tinygpt serve: %s", msg)
+		}
+	}
 }
 
 // scan returns every readable run, newest first, and, for each run folder whose run.json
