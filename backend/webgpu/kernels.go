@@ -66,9 +66,16 @@ func (be *Backend) EncoderBackward(dwte, dwpe, dout, tok backend.Tensor, B, T, C
 	x, y := be.grid(V * ((C + 63) / 64))
 	be.run(be.kernel("encoder", "backward_wte", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(V)},
 		[]*tensor{ten(dwte), ten(tok), ten(dout), be.unused(4)}, x, y)
-	be.run(be.kernel("encoder", "backward_wpe", 4, 0), []uint32{uint32(N), uint32(C), uint32(T), 0, uint32(T)},
-		[]*tensor{ten(dwpe), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(T*C), 1)
+	for b0 := 0; b0 < B; b0 += wpeSeqs { // see encoder.wgsl's backward_wpe
+		end := min(B, b0+wpeSeqs)
+		be.run(be.kernel("encoder", "backward_wpe", 4, 0), []uint32{uint32(end * T), uint32(C), uint32(T), uint32(b0), uint32(T)},
+			[]*tensor{ten(dwpe), ten(tok), ten(dout), be.unused(4)}, be.elemGroups(T*C), 1)
+	}
 }
+
+// wpeSeqs is the most sequences one dispatch of backward_wpe sums: each of its threads then
+// loops at most this many times (per element it covers), well under lavapipe's limit.
+var wpeSeqs = 16384
 
 // LayerNorm implements backend.Backend.
 // Right after a residual add into in (see Add) both run as one dispatch.

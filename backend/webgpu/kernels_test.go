@@ -240,6 +240,17 @@ func TestEncoder(t *testing.T) {
 		e.check(fmt.Sprintf("encoder backward dwte %v", s), dwte, 1e-6)
 		e.check(fmt.Sprintf("encoder backward dwpe %v", s), dwpe, 1e-6)
 	}
+	// The position gradient in several dispatches of a few sequences each, the last partial
+	// (as a batch of more than wpeSeqs sequences is summed).
+	defer func(n int) { wpeSeqs = n }(wpeSeqs)
+	wpeSeqs = 2
+	B, T, C := 7, 3, 5
+	tk := e.ints(e.tokens(B*T, V))
+	dwte, dwpe := e.in(e.randn(V*C, 1)), e.in(e.randn(T*C, 1))
+	dout := e.in(e.randn(B*T*C, 1))
+	e.g.EncoderBackward(dwte.g, dwpe.g, dout.g, tk.g, B, T, C)
+	cpuBE.EncoderBackward(dwte.c, dwpe.c, dout.c, tk.c, B, T, C)
+	e.check("encoder backward dwpe in four dispatches", dwpe, 1e-6)
 }
 
 func TestLayerNorm(t *testing.T) {

@@ -4,10 +4,10 @@
 // batch's rows at its position.
 
 struct Params {
-    n: u32,    // rows B·T
+    n: u32,    // rows B·T (backward_wpe: the end of the sequences it sums, times T)
     C: u32,
     T: u32,
-    pos0: u32,
+    pos0: u32, // forward: the first row's position; backward_wpe: the first sequence summed
     rows: u32, // rows of the gradient table this dispatch covers (V for dwte, T for dwpe)
 }
 
@@ -102,16 +102,21 @@ fn backward_wte(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
     }
 }
 
-// dwpe[t, c] += Σ_b dout[b·T + t, c]
+// dwpe[t, c] += Σ_b dout[b·T + t, c] over the sequences b from pos0 to n/T, in order. The Go
+// side sums the batch in several dispatches of a bounded number of sequences (wpeSeqs), each
+// going on from the sums the one before left in dwpe: Mesa's lavapipe ends a kernel's loops
+// after 65,535 iterations in all, without a word, and one dispatch over 65,536 sequences or
+// more (context 1, a huge batch) summed only the first 65,535.
 @compute @workgroup_size(256)
 fn backward_wpe(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let total = prm.rows * prm.C;
+    let end = prm.n / prm.T;
     for (var i = id.x; i < total; i += nwg.x * 256u) {
         let t = i / prm.C;
         let c = i % prm.C;
         var s = out[i];
-        for (var r = t; r < prm.n; r += prm.T) {
-            s += wte[r * prm.C + c];
+        for (var b = prm.pos0; b < end; b++) {
+            s += wte[(b * prm.T + t) * prm.C + c];
         }
         out[i] = s;
     }
