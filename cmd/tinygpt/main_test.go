@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -439,6 +440,42 @@ func TestResumeHint(t *testing.T) {
 		if got := resumeHint("m.tinygpt", c.data, c.glob, c.stored); got != c.want {
 			t.Errorf("resumeHint(%q, %q, %v) = %q, want %q", c.data, c.glob, c.stored, got, c.want)
 		}
+	}
+}
+
+// A model file its owner made read-only is not replaced by a resumed run's checkpoints or by
+// convert --force (saving renames a new file over it, which the folder would allow).
+func TestReadOnlyModelNotReplaced(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("mode bits")
+	}
+	dir := t.TempDir()
+	corpus := writeCorpus(t, dir)
+	model := filepath.Join(dir, "m.tinygpt")
+	code, out, errOut := tinygpt(t, "", "train", "--data", corpus, "--layers", "1", "--d-model", "16", "--ctx", "8",
+		"--batch", "2", "--steps", "2", "--eval-every", "0", "--out", model)
+	if code != 0 {
+		t.Fatalf("train: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.Chmod(model, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(model)
+	half := filepath.Join(dir, "m.fp16.tinygpt")
+	if code, out, errOut := tinygpt(t, "", "convert", "--to", "fp16", model, half); code != 0 {
+		t.Fatalf("convert to a new file: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"train", "--resume", model, "--steps", "4"},
+		{"convert", "--force", "--to", "fp32", half, model},
+	} {
+		code, out, errOut := tinygpt(t, "", args...)
+		if code != 1 || !strings.Contains(errOut, model+" is read-only, and TinyGPT does not replace a read-only model") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if after, _ := os.ReadFile(model); !bytes.Equal(before, after) {
+		t.Error("the read-only model changed")
 	}
 }
 

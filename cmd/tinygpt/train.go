@@ -539,6 +539,11 @@ func checkWritable(what, out string) (isModel bool, err error) {
 		return false, fmt.Errorf("%s %s exists and is not a .tinygpt model file; TinyGPT replaces only model files: give another name, or remove it first", what, out)
 	}
 	isModel = err == nil && string(head) == format.Magic
+	// Saving renames a new file over out, which the folder's permissions allow whatever out's
+	// own are: a model its owner made read-only would be replaced without a word.
+	if info, err := os.Stat(out); isModel && err == nil && info.Mode().Perm()&0o200 == 0 {
+		return false, fmt.Errorf("%s %s is read-only, and TinyGPT does not replace a read-only model: give another name, or make it writable first", what, out)
+	}
 	dir := filepath.Dir(out)
 	if info, err := os.Stat(dir); err != nil && errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("%s %s: the folder %s does not exist", what, out, dir)
