@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"tinygpt/format"
 	"tinygpt/gpt"
@@ -215,6 +216,55 @@ func TestNoTrainingAfterShutdown(t *testing.T) {
 	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 3}, http.StatusServiceUnavailable, nil)
 	if j := ts.s.activeJob(); j != nil {
 		t.Errorf("a job started after shutdown: %s", j.id)
+	}
+}
+
+// A generation stops at once when the server begins to shut down, rather than holding the
+// shutdown until its text is done (a long one on a large model took minutes).
+func TestGenerationStopsAtShutdown(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	status, b := ts.do("POST", "/api/runs/"+start.Run.ID+"/generate", "application/json", strings.NewReader(`{"prompt":"a","tokens":20000}`))
+	if status != http.StatusOK || !strings.Contains(string(b), `"stopped":true`) || !strings.Contains(string(b), `"tokens":1,`) {
+		t.Errorf("generate during shutdown: %d %.300s", status, b)
+	}
+}
+
+// An uploaded model's header can carry any loss history and sample: its run keeps a bounded
+// share of them (run.json is read by every listing); the model file keeps them whole.
+func TestImportBoundsHistoryAndSample(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	f, err := format.ReadFile("../testdata/pytorch/model.tinygpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := 2.0
+	f.Header.LossHistory = make([]format.LossPoint, 50_000)
+	for i := range f.Header.LossHistory {
+		f.Header.LossHistory[i] = format.LossPoint{Step: i + 1, Train: &v}
+	}
+	f.Header.Sample = strings.Repeat("é", 20_000) // two bytes each: the cut must not split one
+	raw, err := format.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := ts.importModel(raw, "long")
+	h := run.History
+	if len(h) > maxStatePoints+maxStatePoints/4 || h[0].Step != 1 || h[len(h)-1].Step != 50_000 {
+		t.Errorf("history of %d points, from %d to %d", len(h), h[0].Step, h[len(h)-1].Step)
+	}
+	if len(run.Sample) > maxImportSample+len("…") || !utf8.ValidString(run.Sample) || !strings.HasPrefix(run.Sample, "éé") {
+		t.Errorf("sample of %d bytes, valid UTF-8 %v", len(run.Sample), utf8.ValidString(run.Sample))
+	}
+	if stored, err := os.ReadFile(filepath.Join(ts.dir, "runs", run.ID, "model.tinygpt")); err != nil || !bytes.Equal(stored, raw) {
+		t.Errorf("the stored file differs from the upload: %v", err)
 	}
 }
 

@@ -273,6 +273,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 			lastFlush = time.Now()
 		}
+		select {
+		case <-s.closing: // shutting down: end the stream now, not when the text is done
+			return errClosing
+		default:
+		}
 		return r.Context().Err()
 	})
 	if len(pending) > 0 {
@@ -282,7 +287,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	// client waited; tokens_per_s is the generation's own rate.
 	gen := time.Since(genStart).Seconds()
 	switch {
-	case err == nil || errors.Is(err, context.Canceled):
+	case err == nil || errors.Is(err, context.Canceled) || errors.Is(err, errClosing):
 		enc.Encode(map[string]any{"done": true, "tokens": n, "seconds": time.Since(start).Seconds(), "tokens_per_s": float64(n) / math.Max(gen, 1e-9),
 			"first_token_ms": first.Seconds() * 1e3, "step": l.step, "stopped": err != nil})
 	default:
@@ -292,6 +297,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 }
+
+// errClosing ends a generation when the server begins to shut down.
+var errClosing = errors.New("the server is shutting down")
 
 // completeRunes removes the complete UTF-8 characters from the front of *p and returns them
 // as text (invalid bytes become U+FFFD); an incomplete character stays in *p.

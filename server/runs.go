@@ -668,7 +668,31 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 // handleImport adds an uploaded .tinygpt file (the request body) as a run. The name comes from
 // the "name" query parameter and is only shown, never used as a path.
 func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxModelBytes))
+	// Uploads are held whole in memory to be decoded: one at a time, so that parallel ones
+	// cannot add up to more memory than the machine has.
+	select {
+	case s.imports <- struct{}{}:
+		defer func() { <-s.imports }()
+	case <-r.Context().Done():
+		return
+	}
+	in := http.MaxBytesReader(w, r.Body, s.cfg.MaxModelBytes)
+	// Something that is not a model is refused by its first bytes, not after a gigabyte.
+	magic := make([]byte, len(format.Magic))
+	n, err := io.ReadFull(in, magic)
+	switch {
+	case n == 0 && err == io.EOF:
+		httpError(w, http.StatusBadRequest, "the upload is empty; send the .tinygpt file as the request body")
+		return
+	case (err == nil || err == io.ErrUnexpectedEOF) && string(magic[:n]) != format.Magic:
+		httpError(w, http.StatusBadRequest, "not a usable .tinygpt model file: it does not begin with %q", format.Magic)
+		return
+	}
+	var rest []byte
+	if err == nil {
+		rest, err = io.ReadAll(in)
+	}
+	body := append(magic[:n], rest...)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -708,6 +732,12 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	if run.History == nil {
 		run.History = []format.LossPoint{}
 	}
+	// A file's header can carry any history or sample: run.json, which every listing reads,
+	// keeps a bounded share of them (the model file keeps them whole).
+	run.History = downsample(run.History, maxStatePoints)
+	if len(run.Sample) > maxImportSample {
+		run.Sample = strings.ToValidUTF8(run.Sample[:maxImportSample], "") + "…"
+	}
 	if err := writeFileAtomic(s.store.modelPath(id), body); err != nil {
 		s.store.remove(id)
 		httpError(w, http.StatusInternalServerError, "%v", err)
@@ -720,6 +750,9 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, run)
 }
+
+// maxImportSample is how much of an uploaded model's sample its run keeps.
+const maxImportSample = 4096
 
 func humanSize(n int64) string {
 	switch {

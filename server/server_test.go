@@ -487,7 +487,10 @@ func TestBadInput(t *testing.T) {
 		{"continue finished", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":0}`, 400, "all its 2 steps"},
 		{"corrupt model", "POST", "/api/runs/import", "application/octet-stream", "TGPT\x02\x00\x00\x00\xff\xff\xff\x7f{", 400, "not a usable .tinygpt"},
 		{"empty model", "POST", "/api/runs/import", "application/octet-stream", "", 400, "empty"},
-		{"oversized model", "POST", "/api/runs/import", "application/octet-stream", strings.Repeat("x", 5000), 413, "larger than the limit"},
+		{"oversized model", "POST", "/api/runs/import", "application/octet-stream", "TGPT" + strings.Repeat("x", 5000), 413, "larger than the limit"},
+		// Not a model: refused by its first bytes, before the rest is read.
+		{"not a model", "POST", "/api/runs/import", "application/octet-stream", strings.Repeat("x", 5000), 400, "not a usable .tinygpt model file: it does not begin with"},
+		{"three bytes", "POST", "/api/runs/import", "application/octet-stream", "TGP", 400, "not a usable .tinygpt model file: it does not begin with"},
 		{"no job", "POST", "/api/job/pause", "", "", 409, "no run is training"},
 		{"job action", "POST", "/api/job/explode", "", "", 409, "no run is training"},
 		{"unknown endpoint", "GET", "/api/nothing", "", "", 404, "no such API endpoint"},
