@@ -237,6 +237,22 @@ func TestGenerationStopsAtShutdown(t *testing.T) {
 	}
 }
 
+// Continuing a run whose checkpoint is gone says so, without the server's paths.
+func TestContinueWithoutCheckpoint(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
+	ts.waitJob(ended)
+	model := filepath.Join(ts.dir, "runs", start.Run.ID, "model.tinygpt")
+	if err := os.Remove(model); err != nil {
+		t.Fatal(err)
+	}
+	status, b := ts.do("POST", "/api/runs/"+start.Run.ID+"/continue", "application/json", strings.NewReader(`{"steps":3}`))
+	if status != http.StatusConflict || !strings.Contains(string(b), "the run has no checkpoint yet") || strings.Contains(string(b), ts.dir) {
+		t.Errorf("continue without a checkpoint: %d %s", status, b)
+	}
+}
+
 // An uploaded model's header can carry any loss history and sample: its run keeps a bounded
 // share of them (run.json is read by every listing); the model file keeps them whole.
 func TestImportBoundsHistoryAndSample(t *testing.T) {

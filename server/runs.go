@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"mime"
 	"net/http"
@@ -449,8 +450,16 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := format.ReadFile(s.store.modelPath(run.ID))
+	if errors.Is(err, fs.ErrNotExist) {
+		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
+		return
+	}
 	if err != nil {
-		httpError(w, http.StatusConflict, "the run has no readable checkpoint: %v", err)
+		var fe *format.FormatError
+		if errors.As(err, &fe) {
+			err = fe // says what is wrong with the file, without the server's paths
+		}
+		httpError(w, http.StatusConflict, "the run's checkpoint is not readable: %v", err)
 		return
 	}
 	if f.M == nil {
