@@ -472,6 +472,7 @@ func TestBadInput(t *testing.T) {
 		{"webgpu", "POST", "/api/runs", "application/json", `{"preset":"tiny","backend":"webgpu"}`, 400, "not available"},
 		{"text without part", "POST", "/api/runs", "application/json", `{"preset":"tiny","corpus":"text"}`, 400, "corpus"},
 		{"plan bad", "POST", "/api/plan", "application/json", `{"preset":"tiny","lr":-1}`, 400, "learning rate"},
+		{"plan negative corpus", "POST", "/api/plan", "application/json", `{"preset":"tiny","corpus":"text","corpus_bytes":-5}`, 400, "corpus_bytes must not be negative, got -5"},
 		{"unknown run", "GET", "/api/runs/0123456789abcdef", "", "", 404, "no run"},
 		{"bad id", "GET", "/api/runs/..%2F..%2Fetc", "", "", 404, "no run"},
 		{"delete unknown", "DELETE", "/api/runs/0123456789abcdef", "", "", 404, "no run"},

@@ -200,6 +200,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := rs.CorpusBytes
+	if n < 0 {
+		httpError(w, http.StatusBadRequest, "corpus_bytes must not be negative, got %d", n)
+		return
+	}
 	if rs.Corpus == "" || rs.Corpus == "builtin" {
 		n = builtinBytes()
 	}
