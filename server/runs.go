@@ -697,11 +697,11 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "not a usable .tinygpt model file: it does not begin with %q", format.Magic)
 		return
 	}
-	var rest []byte
+	buf := bytes.NewBuffer(magic[:n])
 	if err == nil {
-		rest, err = io.ReadAll(in)
+		_, err = buf.ReadFrom(in) // the rest, after the magic (no second copy of it)
 	}
-	body := append(magic[:n], rest...)
+	body := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
