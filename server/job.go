@@ -470,6 +470,10 @@ func (s *Server) jobState() JobState {
 
 func (s *Server) handleJobAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
+	if action != "pause" && action != "resume" && action != "stop" { // whether or not a run trains
+		httpError(w, http.StatusNotFound, "unknown job action %q (have pause, resume, stop)", action)
+		return
+	}
 	j := s.activeJob()
 	if j == nil {
 		httpError(w, http.StatusConflict, "no run is training")

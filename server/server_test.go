@@ -320,6 +320,8 @@ func TestPauseResumeStop(t *testing.T) {
 		t.Fatalf("checkpoint after stop: %v, want step %d with moments", err, stopped.Stats.Step)
 	}
 	ts.json("POST", "/api/job/pause", nil, http.StatusConflict, nil)
+	// An unknown action is unknown whether or not a run is training.
+	ts.json("POST", "/api/job/bogus", nil, http.StatusNotFound, nil)
 }
 
 func TestConcurrentStartsTrainOneRun(t *testing.T) {
