@@ -495,7 +495,7 @@ func TestBadInput(t *testing.T) {
 		{"not a model", "POST", "/api/runs/import", "application/octet-stream", strings.Repeat("x", 5000), 400, "not a usable .tinygpt model file: it does not begin with"},
 		{"three bytes", "POST", "/api/runs/import", "application/octet-stream", "TGP", 400, "not a usable .tinygpt model file: it does not begin with"},
 		{"no job", "POST", "/api/job/pause", "", "", 409, "no run is training"},
-		{"job action", "POST", "/api/job/explode", "", "", 409, "no run is training"},
+		{"job action", "POST", "/api/job/explode", "", "", 404, `unknown job action \"explode\"`},
 		{"unknown endpoint", "GET", "/api/nothing", "", "", 404, "no such API endpoint"},
 	}
 	for _, c := range cases {
