@@ -207,11 +207,7 @@ func TestNoTrainingAfterShutdown(t *testing.T) {
 	var start StartResponse
 	ts.json("POST", "/api/runs", tinyRun(3), http.StatusCreated, &start)
 	ts.waitJob(ended)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ts.s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ts.shutdown()
 	ts.json("POST", "/api/runs", tinyRun(3), http.StatusServiceUnavailable, nil)
 	ts.json("POST", "/api/runs/"+start.Run.ID+"/continue", ContinueRequest{Steps: 3}, http.StatusServiceUnavailable, nil)
 	if j := ts.s.activeJob(); j != nil {
@@ -226,11 +222,7 @@ func TestGenerationStopsAtShutdown(t *testing.T) {
 	var start StartResponse
 	ts.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
 	ts.waitJob(ended)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := ts.s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ts.shutdown()
 	status, b := ts.do("POST", "/api/runs/"+start.Run.ID+"/generate", "application/json", strings.NewReader(`{"prompt":"a","tokens":20000}`))
 	if status != http.StatusOK || !strings.Contains(string(b), `"stopped":true`) || !strings.Contains(string(b), `"tokens":1,`) {
 		t.Errorf("generate during shutdown: %d %.300s", status, b)

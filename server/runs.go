@@ -580,9 +580,7 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, run := range runs {
 		run.History = downsample(run.History, 200)
-		if len(run.Sample) > maxListSample {
-			run.Sample = strings.ToValidUTF8(run.Sample[:maxListSample], "") + "…"
-		}
+		run.Sample = cutSample(run.Sample, maxListSample)
 	}
 	if runs == nil {
 		runs = []*Run{}
@@ -711,10 +709,6 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "reading the upload: %v", err)
 		return
 	}
-	if len(body) == 0 {
-		httpError(w, http.StatusBadRequest, "the upload is empty; send the .tinygpt file as the request body")
-		return
-	}
 	f, err := format.Decode(body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "not a usable .tinygpt model file: %v", err)
@@ -744,9 +738,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	// A file's header can carry any history or sample: run.json, which every listing reads,
 	// keeps a bounded share of them (the model file keeps them whole).
 	run.History = downsample(run.History, maxStatePoints)
-	if len(run.Sample) > maxImportSample {
-		run.Sample = strings.ToValidUTF8(run.Sample[:maxImportSample], "") + "…"
-	}
+	run.Sample = cutSample(run.Sample, maxImportSample)
 	if err := writeFileAtomic(s.store.modelPath(id), body); err != nil {
 		s.store.remove(id)
 		httpError(w, http.StatusInternalServerError, "%v", err)
@@ -762,6 +754,15 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 
 // maxImportSample is how much of an uploaded model's sample its run keeps.
 const maxImportSample = 4096
+
+// cutSample returns s if it is at most n bytes long, else its first n bytes less a character
+// cut in two, and "…".
+func cutSample(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
 
 func humanSize(n int64) string {
 	switch {

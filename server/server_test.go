@@ -143,6 +143,37 @@ func (ts *testServer) waitJob(cond func(JobState) bool) JobState {
 
 func ended(st JobState) bool { return !st.Active && st.Run != nil }
 
+// shutdown shuts the server down as serve does on Ctrl-C (the job saved, no new ones).
+func (ts *testServer) shutdown() {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.s.Shutdown(ctx); err != nil {
+		ts.t.Fatal(err)
+	}
+}
+
+// logRecorder collects what a server logs: newTestServer(t, dir, rec.config).
+type logRecorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *logRecorder) config(c *Config) {
+	c.Logf = func(format string, args ...any) {
+		r.mu.Lock()
+		r.got = append(r.got, fmt.Sprintf(format, args...))
+		r.mu.Unlock()
+	}
+}
+
+// lines returns what was logged so far.
+func (r *logRecorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
 func TestTrainDownloadGenerateInspectContinueDelete(t *testing.T) {
 	ts := newTestServer(t, "", nil)
 	var start StartResponse
@@ -666,11 +697,7 @@ func TestRestartKeepsRuns(t *testing.T) {
 	// Graceful shutdown of the first server saves the job.
 	a.json("POST", "/api/job/resume", nil, http.StatusOK, nil)
 	a.waitJob(func(st JobState) bool { return st.Stats.Step > paused.Stats.Step })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := a.s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a.shutdown()
 	c := newTestServer(t, dir, nil)
 	c.json("GET", "/api/runs/"+start.Run.ID, nil, http.StatusOK, &run)
 	f, err := format.ReadFile(filepath.Join(dir, "runs", start.Run.ID, "model.tinygpt"))
@@ -1013,19 +1040,11 @@ func TestDamagedRunIsReported(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "runs", start.Run.ID, "run.json"), []byte("{garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var logged []string
-	b := newTestServer(t, dir, func(c *Config) {
-		c.Logf = func(format string, args ...any) {
-			mu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			mu.Unlock()
-		}
-	})
+	var rec logRecorder
+	b := newTestServer(t, dir, rec.config)
 	var list struct{ Runs []Run }
 	b.json("GET", "/api/runs", nil, http.StatusOK, &list)
-	mu.Lock()
-	defer mu.Unlock()
+	logged := rec.lines()
 	model := filepath.Join(dir, "runs", start.Run.ID, "model.tinygpt")
 	if len(list.Runs) != 0 || len(logged) != 1 || !strings.Contains(logged[0], "damaged run.json") || !strings.Contains(logged[0], model) {
 		t.Errorf("%d runs listed; logged %q", len(list.Runs), logged)
@@ -1035,15 +1054,8 @@ func TestDamagedRunIsReported(t *testing.T) {
 // A run.json damaged while the server runs is logged by the next listing that misses it, once.
 func TestRunDamagedWhileServingIsLogged(t *testing.T) {
 	dir := t.TempDir()
-	var mu sync.Mutex
-	var logged []string
-	a := newTestServer(t, dir, func(c *Config) {
-		c.Logf = func(format string, args ...any) {
-			mu.Lock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-			mu.Unlock()
-		}
-	})
+	var rec logRecorder
+	a := newTestServer(t, dir, rec.config)
 	var start StartResponse
 	a.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &start)
 	a.waitJob(ended)
@@ -1054,8 +1066,7 @@ func TestRunDamagedWhileServingIsLogged(t *testing.T) {
 	for range 3 {
 		a.json("GET", "/api/runs", nil, http.StatusOK, &list)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	logged := rec.lines()
 	var damaged []string
 	for _, l := range logged {
 		if strings.Contains(l, "damaged run.json") {

@@ -76,8 +76,26 @@ func TestOverfitGate(t *testing.T) {
 	}
 }
 
-// A run saved after N steps and resumed for N more computes bit-for-bit what 2N steps straight
-// compute: same batches, dropout masks, schedule and optimizer state.
+// steppedFile returns the model file of a small run of the given steps after its first step,
+// on the CPU and testCorpus(2000).
+func steppedFile(t *testing.T, steps int) *format.File {
+	t.Helper()
+	o := smallOptions()
+	o.Steps = steps
+	tr, err := New(cpu.New(), o, testCorpus(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.TrainStep(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tr.File("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // A run's steps must fit the int32 a model file keeps its step in, asked for by a new run or
 // by a resumed one.
 func TestStepsFitTheFile(t *testing.T) {
@@ -90,25 +108,13 @@ func TestStepsFitTheFile(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "steps must be between 1 and 2147483647") {
 		t.Errorf("%d steps: error %v", o.Steps, err)
 	}
-	o = smallOptions()
-	o.Steps = 2
-	tr, err := New(cpu.New(), o, testCorpus(2000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.TrainStep(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := tr.File("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := steppedFile(t, 2)
 	steps := MaxSteps
 	if steps++; steps < 0 {
 		return // int has 32 bits here: no int is past MaxSteps
 	}
 	// The steps asked for are at fault, not the file's settings.
-	_, err = Resume(cpu.New(), f, ResumeOptions{Steps: steps})
+	_, err := Resume(cpu.New(), f, ResumeOptions{Steps: steps})
 	if err == nil || err.Error() != "steps must be between 1 and 2147483647, got 2147483648" {
 		t.Errorf("resumed with %d steps: error %v", steps, err)
 	}
@@ -117,19 +123,7 @@ func TestStepsFitTheFile(t *testing.T) {
 // A model file whose stored corpus is not the text its header's SHA-256 records (edited after
 // it was written) is not resumed on that text.
 func TestResumeChecksStoredCorpus(t *testing.T) {
-	o := smallOptions()
-	o.Steps = 4
-	tr, err := New(cpu.New(), o, testCorpus(2000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.TrainStep(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := tr.File("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := steppedFile(t, 4)
 	if _, err := Resume(cpu.New(), f, ResumeOptions{}); err != nil {
 		t.Fatalf("the file as written: %v", err)
 	}
@@ -143,6 +137,8 @@ func TestResumeChecksStoredCorpus(t *testing.T) {
 	}
 }
 
+// A run saved after N steps and resumed for N more computes bit-for-bit what 2N steps straight
+// compute: same batches, dropout masks, schedule and optimizer state.
 func TestResumeIsExact(t *testing.T) {
 	o := smallOptions()
 	o.Schedule, o.Warmup, o.Dropout, o.Steps = Cosine, 3, 0.1, 16
