@@ -525,6 +525,7 @@ func TestBadInput(t *testing.T) {
 		// Not a model: refused by its first bytes, before the rest is read.
 		{"not a model", "POST", "/api/runs/import", "application/octet-stream", strings.Repeat("x", 5000), 400, "not a usable .tinygpt model file: it does not begin with"},
 		{"three bytes", "POST", "/api/runs/import", "application/octet-stream", "TGP", 400, "not a usable .tinygpt model file: it does not begin with"},
+		{"empty model", "POST", "/api/runs/import", "application/octet-stream", "", 400, "the upload is empty"},
 		{"no job", "POST", "/api/job/pause", "", "", 409, "no run is training"},
 		{"job action", "POST", "/api/job/explode", "", "", 404, `unknown job action \"explode\"`},
 		{"unknown endpoint", "GET", "/api/nothing", "", "", 404, "no such API endpoint"},
