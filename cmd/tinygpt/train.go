@@ -529,9 +529,10 @@ func resumeHint(out, dataPath, glob string, stored bool) string {
 func checkWritable(what, out string) (isModel bool, err error) {
 	// A model is written to a temporary file renamed over out, which would replace a link, a
 	// device or a pipe (as root, /dev/null) rather than write through it.
-	if info, err := os.Lstat(out); err == nil && info.IsDir() {
+	info, statErr := os.Lstat(out)
+	if statErr == nil && info.IsDir() {
 		return false, fmt.Errorf("%s %s is a directory; give a file name", what, out)
-	} else if err == nil && !info.Mode().IsRegular() {
+	} else if statErr == nil && !info.Mode().IsRegular() {
 		return false, fmt.Errorf("%s %s exists and is not a regular file (a symbolic link, device or pipe), which saving would replace; give the file itself, or another name", what, out)
 	}
 	head, err := fileHead(out, len(format.Magic))
@@ -541,7 +542,7 @@ func checkWritable(what, out string) (isModel bool, err error) {
 	isModel = err == nil && string(head) == format.Magic
 	// Saving renames a new file over out, which the folder's permissions allow whatever out's
 	// own are: a model its owner made read-only would be replaced without a word.
-	if info, err := os.Stat(out); isModel && err == nil && info.Mode().Perm()&0o200 == 0 {
+	if isModel && statErr == nil && info.Mode().Perm()&0o200 == 0 {
 		return false, fmt.Errorf("%s %s is read-only, and TinyGPT does not replace a read-only model: give another name, or make it writable first", what, out)
 	}
 	dir := filepath.Dir(out)
