@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,7 +138,43 @@ func TestDecodeBadInput(t *testing.T) {
 			if !errors.As(err, &fe) {
 				t.Errorf("error %T is not a *FormatError", err)
 			}
+			// Every one of these is found before the state: ReadHeader refuses it the same way.
+			if _, herr := ReadHeader(bytes.NewReader(tt.data), int64(len(tt.data))); herr == nil || herr.Error() != err.Error() {
+				t.Errorf("ReadHeader's error %v, want Decode's %v", herr, err)
+			}
 		})
+	}
+}
+
+// TestReadHeader checks that ReadHeader returns what Decode does but the state, and reads the
+// file no further than its step.
+func TestReadHeader(t *testing.T) {
+	files := seedFiles(t)
+	// Weights only, with no weightDtype key, as the original writes them: both say "fp32".
+	files["fp32 no dtype"] = withHeader(t, files["fp32"], func(h *Header) { h.WeightDtype = "" }, 0)
+	for name, data := range files {
+		want, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bytes.NewReader(data)
+		f, err := ReadHeader(r, int64(len(data)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if f.Weights != nil || f.M != nil || f.V != nil {
+			t.Errorf("%s: ReadHeader read the state", name)
+		}
+		if name == "fp32 no dtype" && f.Header.WeightDtype != DtypeFP32 {
+			t.Errorf("%s: weightDtype %q, want %q", name, f.Header.WeightDtype, DtypeFP32)
+		}
+		if f.Step != want.Step || !reflect.DeepEqual(f.Header, want.Header) {
+			t.Errorf("%s: ReadHeader gave step %d, header %+v\nDecode gave step %d, header %+v", name, f.Step, f.Header, want.Step, want.Header)
+		}
+		_, state := splitFile(t, data)
+		if r.Len() != len(state)-4 {
+			t.Errorf("%s: %d bytes left unread, want the state less its step, %d", name, r.Len(), len(state)-4)
+		}
 	}
 }
 

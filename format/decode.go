@@ -50,6 +50,27 @@ func Decode(data []byte) (*File, error) {
 // before it reads the state, which it decodes a piece at a time, so that reading a file holds
 // little more than the File it returns.
 func decode(r io.Reader, size int64) (*File, error) {
+	f, err := ReadHeader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	h := &f.Header
+	if err := readState(r, f, h.Config, h.WeightDtype, h.IncludesOptimizerState); err != nil {
+		return nil, readErr(err)
+	}
+	if d := nonFinite(f, h.Config); d != "" {
+		return nil, formatErr("%s: %v, so the file is damaged", d, ErrNotFinite)
+	}
+	return f, nil
+}
+
+// ReadHeader reads a .tinygpt file of size bytes from r as far as its step: the prefix, the
+// header and the step, with every check that [Decode] makes of them (the state's size against
+// the config and size included), but not the state, which it leaves unread in r. The returned
+// File has its Header and Step and no weights. It tells what a file holds (a run's settings,
+// its step, its loss history) by reading kilobytes where the whole file may be gigabytes. Any
+// error about the content is a *[FormatError].
+func ReadHeader(r io.Reader, size int64) (*File, error) {
 	var prefix [prefixLen]byte
 	if size < prefixLen {
 		n, _ := io.ReadFull(r, prefix[:size])
@@ -146,11 +167,8 @@ func decode(r io.Reader, size int64) (*File, error) {
 	if f.Step < 0 {
 		return nil, formatErr("step is %d; a step count cannot be negative", f.Step)
 	}
-	if err := readState(r, f, c, dtype, withOpt); err != nil {
-		return nil, readErr(err)
-	}
-	if d := nonFinite(f, c); d != "" {
-		return nil, formatErr("%s: %v, so the file is damaged", d, ErrNotFinite)
+	if dtype == DtypeFull && !withOpt {
+		h.WeightDtype = DtypeFP32 // say so explicitly: Encode writes "" as the full state
 	}
 	return f, nil
 }
@@ -165,8 +183,6 @@ func readState(r io.Reader, f *File, c Config, dtype string, withOpt bool) error
 	switch dtype {
 	case DtypeFull, DtypeFP32:
 		if !withOpt {
-			// Say so explicitly: Encode writes "" as the full state.
-			f.Header.WeightDtype = DtypeFP32
 			return readFloats(r, f.Weights, buf)
 		}
 		f.M = make([]float32, p)

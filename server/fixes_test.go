@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -542,5 +544,83 @@ func TestNonFiniteOutput(t *testing.T) {
 	status, b = ts.do("POST", "/api/runs/"+run.ID+"/generate", "application/json", strings.NewReader(`{"prompt":"a","tokens":5}`))
 	if status != http.StatusOK || !bytes.Contains(b, []byte(`{"error":"the model's output is not finite`)) || bytes.Contains(b, []byte(`"text"`)) {
 		t.Errorf("generate: %d %s", status, b)
+	}
+}
+
+// Downloads: the full file is sent as stored, ranges included; a conversion waits for the one
+// before it; a damaged checkpoint is reported without the server's paths.
+func TestDownloads(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	run := ts.importModel(craftModel(t, 8, 2, plainWeights), "my model")
+	path := "/api/runs/" + run.ID + "/download"
+	get := func(ctx context.Context, query string, header map[string]string) (*http.Response, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, "GET", ts.srv.URL+path+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-TinyGPT-Token", ts.s.Token())
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, b, err
+	}
+	stored, err := os.ReadFile(ts.s.store.modelPath(run.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, b, err := get(context.Background(), "", nil)
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(b, stored) {
+		t.Fatalf("full download: %v, %d bytes, equal to the stored file %v", err, len(b), bytes.Equal(b, stored))
+	}
+	if cd := resp.Header.Get("Content-Disposition"); !strings.Contains(cd, `filename=my-model-step0.tinygpt`) {
+		t.Errorf("full download named %q", cd)
+	}
+	if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(stored)) {
+		t.Errorf("full download's Content-Length %q, want %d", cl, len(stored))
+	}
+	resp, b, err = get(context.Background(), "?format=full", map[string]string{"Range": "bytes=4-11"})
+	if err != nil || resp.StatusCode != http.StatusPartialContent || !bytes.Equal(b, stored[4:12]) {
+		t.Errorf("a range of the full download: %v, status %d, %q, want %q", err, resp.StatusCode, b, stored[4:12])
+	}
+
+	// A conversion waits for the one in progress (held here) and gives up when its client does.
+	ts.s.conversions <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, _, err = get(ctx, "?format=int4", nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a conversion while another one runs: %v, want it to wait", err)
+	}
+	<-ts.s.conversions
+	for _, kind := range []string{"fp16", "int4"} {
+		resp, b, err := get(context.Background(), "?format="+kind, nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s download: %v, %v %s", kind, err, resp.StatusCode, b)
+		}
+		f, err := format.Decode(b)
+		if err != nil || f.Header.WeightDtype != kind {
+			t.Fatalf("%s download: %v, dtype %q", kind, err, f.Header.WeightDtype)
+		}
+		if cd := resp.Header.Get("Content-Disposition"); !strings.Contains(cd, "filename=my-model-step0."+kind+".tinygpt") {
+			t.Errorf("%s download named %q", kind, cd)
+		}
+	}
+
+	// A checkpoint cut short on disk: each form says what is wrong, not where the server keeps it.
+	if err := os.WriteFile(ts.s.store.modelPath(run.ID), stored[:len(stored)-4], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"full", "fp16"} {
+		resp, b, err := get(context.Background(), "?format="+kind, nil)
+		if err != nil || resp.StatusCode != http.StatusInternalServerError || !bytes.Contains(b, []byte("state has")) || bytes.Contains(b, []byte(ts.dir)) {
+			t.Errorf("%s download of a damaged checkpoint: %v, %d %s", kind, err, resp.StatusCode, b)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -455,11 +456,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		var fe *format.FormatError
-		if errors.As(err, &fe) {
-			err = fe // says what is wrong with the file, without the server's paths
-		}
-		httpError(w, http.StatusConflict, "the run's checkpoint is not readable: %v", err)
+		httpError(w, http.StatusConflict, "the run's checkpoint is not readable: %v", fileError(err))
 		return
 	}
 	if f.M == nil {
@@ -621,6 +618,12 @@ func (s *Server) handleDeleteRun(w http.ResponseWriter, r *http.Request) {
 
 // handleDownload sends the run's checkpoint as a .tinygpt file: format=full (as stored, with the
 // optimizer state where it has one), fp16 or int4 (weights only).
+//
+// A full download is sent from the file as it is, read as it goes (a full checkpoint of a large
+// model is gigabytes: three floats a parameter). A conversion decodes the checkpoint and holds
+// it in memory with its copy, so conversions run one at a time (parallel downloads of a large
+// model's int4 copy once took the server to 10 GB); each then holds only its encoded copy, an
+// eighth or half of the weights, while it is sent.
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	run, ok := s.getRun(w, r)
 	if !ok {
@@ -641,35 +644,95 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	raw, err := os.ReadFile(s.store.modelPath(run.ID))
+	if kind == "full" {
+		s.sendCheckpoint(w, r, run)
+		return
+	}
+	body, name, err := s.convertCheckpoint(r.Context(), run, kind)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
+		return
+	case r.Context().Err() != nil:
+		return // the client has gone
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	setAttachment(w, name)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// sendCheckpoint sends the run's checkpoint file as stored. The file stays open while it is
+// sent, so a checkpoint saved meanwhile (a new file renamed over the old) does not mix into it.
+func (s *Server) sendCheckpoint(w http.ResponseWriter, r *http.Request, run *Run) {
+	file, err := os.Open(s.store.modelPath(run.ID))
 	if err != nil {
 		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
 		return
 	}
-	f, err := format.Decode(raw)
+	defer file.Close()
+	fi, err := file.Stat()
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
 		return
 	}
-	name := fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
-	body := raw
-	if kind != "full" {
-		var g *format.File
-		if kind == "fp16" {
-			g = format.ToFP16(f, name+".tinygpt", time.Now())
-		} else {
-			g = format.ToInt4(f, name+".tinygpt", time.Now())
-		}
-		if body, err = format.Encode(g); err != nil {
-			httpError(w, http.StatusInternalServerError, "converting: %v", err)
-			return
-		}
-		name += "." + kind
+	head, err := format.ReadHeader(file, fi.Size())
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
+		return
 	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
+		return
+	}
+	setAttachment(w, fmt.Sprintf("%s-step%d.tinygpt", fileName(run.Name), head.Step))
+	http.ServeContent(w, r, "", fi.ModTime(), file) // with Content-Length, and ranges for resumed downloads
+}
+
+// convertCheckpoint returns the run's checkpoint converted to kind (fp16 or int4), encoded, and
+// its file name. It waits for any other conversion to finish first, or for ctx to end.
+func (s *Server) convertCheckpoint(ctx context.Context, run *Run, kind string) ([]byte, string, error) {
+	select {
+	case s.conversions <- struct{}{}:
+		defer func() { <-s.conversions }()
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+	f, err := format.ReadFile(s.store.modelPath(run.ID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", err
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the checkpoint: %w", fileError(err))
+	}
+	name := fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
+	if kind == "fp16" {
+		f = format.ToFP16(f, name+".tinygpt", time.Now())
+	} else {
+		f = format.ToInt4(f, name+".tinygpt", time.Now())
+	}
+	body, err := format.Encode(f)
+	if err != nil {
+		return nil, "", fmt.Errorf("converting: %w", err)
+	}
+	return body, name + "." + kind + ".tinygpt", nil
+}
+
+// fileError returns what a model file's error says about the file itself, without the server's
+// paths, where it is a *format.FormatError, else err.
+func fileError(err error) error {
+	if fe, ok := errors.AsType[*format.FormatError](err); ok {
+		return fe
+	}
+	return err
+}
+
+// setAttachment sets the headers of a model file sent as a download named name.
+func setAttachment(w http.ResponseWriter, name string) {
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name + ".tinygpt"}))
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 }
 
 // handleImport adds an uploaded .tinygpt file (the request body) as a run. The name comes from

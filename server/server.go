@@ -93,6 +93,9 @@ type Server struct {
 	closing chan struct{}
 	seq     atomic.Uint64 // the last JobState.Seq handed out, over all jobs
 	imports chan struct{} // one model upload read and decoded at a time (each up to MaxModelBytes in memory)
+	// one checkpoint decoded and converted for a download at a time (each holds the model's
+	// whole state in memory with its converted copy)
+	conversions chan struct{}
 
 	mu  sync.Mutex
 	job *job // the active or most recent training job; nil before the first
@@ -130,7 +133,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, store: st, hub: newHub(cfg.Logf), closing: make(chan struct{}), imports: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, store: st, hub: newHub(cfg.Logf), closing: make(chan struct{}),
+		imports: make(chan struct{}, 1), conversions: make(chan struct{}, 1)}
 	// Job state numbers start from the clock, so that they keep growing across restarts of the
 	// server, for a page that stays open.
 	s.seq.Store(uint64(time.Now().UnixMilli())) // exact in a JavaScript number

@@ -127,7 +127,7 @@ func openStore(dir string, logf func(string, ...any)) (*store, error) {
 
 // recover resets an interrupted run to its last checkpoint.
 func (st *store) recover(r *Run) error {
-	f, err := format.ReadFile(st.modelPath(r.ID))
+	f, err := readHeader(st.modelPath(r.ID))
 	if err != nil {
 		r.Status, r.Error = StatusFailed, "the server stopped before this run's first checkpoint"
 		r.Resumable = false
@@ -137,6 +137,21 @@ func (st *store) recover(r *Run) error {
 	r.Status = StatusStopped
 	r.Error = fmt.Sprintf("the server stopped while training; it can continue from its last checkpoint, at step %d", r.Step)
 	return st.save(r)
+}
+
+// readHeader reads the header and step of the model file at path (format.ReadHeader), not its
+// state: a large model's full checkpoint is gigabytes.
+func readHeader(path string) (*format.File, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return format.ReadHeader(file, fi.Size())
 }
 
 func newID() string {
@@ -247,7 +262,7 @@ func (st *store) scan() (runs []*Run, damaged []error, err error) {
 	return runs, damaged, nil
 }
 
-// fromHeader fills the run's settings and progress from a model file.
+// fromHeader fills the run's settings and progress from a model file's header and step.
 func (r *Run) fromHeader(f *format.File) {
 	h := f.Header
 	c := h.Config
@@ -290,7 +305,8 @@ func (r *Run) fromHeader(f *format.File) {
 	if r.Schedule == "" {
 		r.Schedule = "constant"
 	}
-	r.Resumable = f.M != nil && (h.Corpus != "" || r.Origin == "trained")
+	// The header says whether the moments are there: f may be a header read without its state.
+	r.Resumable = h.IncludesOptimizerState && (h.Corpus != "" || r.Origin == "trained")
 }
 
 // downsample returns about n points of h (at most n + n/4): n evenly spread, always the first
