@@ -319,8 +319,11 @@ func (s *Server) runJob(ctx context.Context, j *job, t *train.Trainer, sampleEve
 	default:
 		// The backend's own error (a lost GPU device, out of GPU memory) explains a failure
 		// better than its symptom, such as a NaN loss.
+		var diverged *train.DivergedError
 		if berr := backend.Err(t.Model.Backend()); berr != nil {
 			err = fmt.Errorf("%w (start the run again on the cpu backend)", berr)
+		} else if errors.As(err, &diverged) {
+			err = divergedError(diverged)
 		}
 		status, msg = StatusFailed, err.Error()
 		s.cfg.Logf("tinygpt serve: run %s: %v", j.id, err)
@@ -588,4 +591,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// divergedError says what train's DivergedError says in the page's terms: its learning rate and
+// warmup settings instead of the command line's flags, and no path of the server's.
+func divergedError(e *train.DivergedError) error {
+	kept := "No checkpoint was written before."
+	if e.LastSaved >= 0 {
+		kept = fmt.Sprintf("The run keeps its last checkpoint, step %d, whose weights are finite: it can still generate.", e.LastSaved)
+	}
+	return fmt.Errorf("training diverged: %w. %s Start a new run with a lower learning rate (this one's was %g) or a longer warmup", e.Err, kept, e.LR)
 }

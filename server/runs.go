@@ -224,7 +224,7 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 		return rs, nil, false
 	}
 	var corpus []byte
-	gotSettings := false
+	seen := map[string]bool{}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -234,6 +234,11 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 			s.partError(w, err)
 			return rs, nil, false
 		}
+		if seen[part.FormName()] {
+			httpError(w, http.StatusBadRequest, "the multipart request has more than one %q part", part.FormName())
+			return rs, nil, false
+		}
+		seen[part.FormName()] = true
 		switch part.FormName() {
 		case "settings":
 			name := rs.CorpusName // a "corpus" part may have come first
@@ -251,10 +256,13 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 				httpError(w, http.StatusBadRequest, "malformed settings JSON: %v", err)
 				return rs, nil, false
 			}
+			if dec.More() {
+				httpError(w, http.StatusBadRequest, "malformed settings JSON: more than one value")
+				return rs, nil, false
+			}
 			if rs.CorpusName == "" {
 				rs.CorpusName = name
 			}
-			gotSettings = true
 		case "corpus":
 			b, err := io.ReadAll(io.LimitReader(part, s.cfg.MaxCorpusBytes+1))
 			if err != nil {
@@ -274,7 +282,7 @@ func (s *Server) readStart(w http.ResponseWriter, r *http.Request) (RunSettings,
 			return rs, nil, false
 		}
 	}
-	if !gotSettings {
+	if !seen["settings"] {
 		httpError(w, http.StatusBadRequest, "multipart request has no \"settings\" part")
 		return rs, nil, false
 	}
@@ -464,6 +472,11 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := int(f.Step) + req.Steps
+	if total > maxSteps {
+		httpError(w, http.StatusBadRequest, "a run trains at most %d steps here and this one is at step %d, so it can take at most %d more; "+
+			"to train longer, continue it on the command line: tinygpt train --resume FILE --steps N", maxSteps, f.Step, max(maxSteps-int(f.Step), 0))
+		return
+	}
 	if req.Steps == 0 {
 		if int(f.Step) >= f.Header.Config.MaxSteps {
 			httpError(w, http.StatusBadRequest, "the run has trained all its %d steps; ask for more steps", f.Step)

@@ -519,6 +519,7 @@ func TestBadInput(t *testing.T) {
 		{"inspect empty", "POST", "/api/runs/" + id + "/inspect", "application/json", `{"text":""}`, 400, "empty"},
 		{"continue negative", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":-5}`, 400, "steps"},
 		{"continue finished", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":0}`, 400, "all its 2 steps"},
+		{"continue past the cap", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":999999}`, 400, "at step 2, so it can take at most 999998 more"},
 		{"corrupt model", "POST", "/api/runs/import", "application/octet-stream", "TGPT\x02\x00\x00\x00\xff\xff\xff\x7f{", 400, "not a usable .tinygpt"},
 		{"empty model", "POST", "/api/runs/import", "application/octet-stream", "", 400, "empty"},
 		{"oversized model", "POST", "/api/runs/import", "application/octet-stream", "TGPT" + strings.Repeat("x", 5000), 413, "larger than the limit"},
@@ -556,6 +557,29 @@ func TestBadInput(t *testing.T) {
 		status, b := ts.do("POST", "/api/runs", ct, body)
 		if status != c.status || !strings.Contains(string(b), c.msg) {
 			t.Errorf("%s: %d %s; want %d with %q", c.name, status, b, c.status, c.msg)
+		}
+	}
+	// Multipart requests are held to what a JSON body is: one settings object, and each part once.
+	text := []byte(strings.Repeat("the quick brown fox. ", 20))
+	settings := `{"preset":"custom","layers":1,"d_model":16,"ctx":16,"steps":5}`
+	for _, c := range []struct {
+		name  string
+		parts [][2]string // name, content
+		msg   string
+	}{
+		{"trailing JSON", [][2]string{{"settings", settings + `{"steps":7}`}, {"corpus", string(text)}}, "more than one value"},
+		{"two settings", [][2]string{{"settings", settings}, {"settings", `{"steps":7}`}, {"corpus", string(text)}}, `more than one \"settings\" part`},
+		{"two corpora", [][2]string{{"corpus", string(text)}, {"settings", settings}, {"corpus", string(text)}}, `more than one \"corpus\" part`},
+	} {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for _, p := range c.parts {
+			mw.WriteField(p[0], p[1])
+		}
+		mw.Close()
+		status, b := ts.do("POST", "/api/runs", mw.FormDataContentType(), &buf)
+		if status != http.StatusBadRequest || !strings.Contains(string(b), c.msg) {
+			t.Errorf("%s: %d %s; want 400 with %q", c.name, status, b, c.msg)
 		}
 	}
 	// No failed start left a run behind.
@@ -985,6 +1009,11 @@ func TestDivergingRunFails(t *testing.T) {
 	st := ts.waitJob(ended)
 	if st.State != StatusFailed || !strings.Contains(st.Run.Error, "not finite") || st.Run.Resumable {
 		t.Fatalf("diverged run: state %s, error %q, resumable %v", st.State, st.Run.Error, st.Run.Resumable)
+	}
+	// The advice is in the page's terms, not the command line's, and names none of the server's paths.
+	if e := st.Run.Error; !strings.Contains(e, "lower learning rate (this one's was 1e+30)") || !strings.Contains(e, "No checkpoint was written") ||
+		strings.Contains(e, "--") || strings.Contains(e, ts.dir) {
+		t.Errorf("diverged run's message: %q", e)
 	}
 	var stored Run
 	ts.json("GET", "/api/runs/"+start.Run.ID, nil, http.StatusOK, &stored)

@@ -301,6 +301,29 @@ func optionsFromHeader(h format.Header) (Options, savedSettings, error) {
 // ErrNotFinite reports a loss or gradient that is NaN or infinite.
 var ErrNotFinite = errors.New("not finite")
 
+// A DivergedError is what Run returns when a loss, gradient or weight stops being a finite
+// number: the run is stopped, and its checkpoint file keeps the last state that was finite.
+// Its message advises the command line's flags; a caller with other controls can build its own
+// from the fields.
+type DivergedError struct {
+	Err       error   // what was found not finite, and at which step; wraps ErrNotFinite
+	Out       string  // the checkpoint file (RunOptions.Out)
+	LastSaved int     // the step of the last checkpoint written to Out, or -1 if none was
+	LR        float64 // the run's peak learning rate
+}
+
+func (e *DivergedError) Error() string {
+	where := "no checkpoint was written"
+	if e.LastSaved >= 0 {
+		where = fmt.Sprintf("the last checkpoint, with finite weights, is %s (step %d)", e.Out, e.LastSaved)
+	}
+	return fmt.Sprintf("%v; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
+		"or continue from a checkpoint with --init-from FILE --lr X", e.Err, where, e.LR)
+}
+
+// Unwrap returns e.Err.
+func (e *DivergedError) Unwrap() error { return e.Err }
+
 // StepResult is what one training step measured.
 type StepResult struct {
 	Step     int
@@ -638,15 +661,9 @@ func (t *Trainer) Run(ctx context.Context, ro RunOptions) error {
 	if perm == 0 {
 		perm = 0o644
 	}
-	// diverged stops the run on err, a loss, gradient or weight that is not finite, saying
-	// where the last good state is and what to try instead.
+	// diverged stops the run on err, a loss, gradient or weight that is not finite.
 	diverged := func(err error) error {
-		where := "no checkpoint was written"
-		if lastSaved >= 0 {
-			where = fmt.Sprintf("the last checkpoint, with finite weights, is %s (step %d)", ro.Out, lastSaved)
-		}
-		return fmt.Errorf("%w; stopped: %s. Start again with a lower --lr (now %g) or more --warmup, "+
-			"or continue from a checkpoint with --init-from FILE --lr X", err, where, t.Opts.LR)
+		return &DivergedError{Err: err, Out: ro.Out, LastSaved: lastSaved, LR: t.Opts.LR}
 	}
 	// write writes a snapshot to ro.Out (none for nil). When that fails, the run's last
 	// state (final) is written elsewhere rather than lost; a checkpoint on the way is only
