@@ -211,6 +211,23 @@ try {
     page.waitForEvent('download', { timeout: T }),
     page.locator('.model-card', { hasText: 'e2e tiny' }).locator('a', { hasText: 'Download' }).click(),
   ]);
+  check(!download.url().includes('token=') && download.url().includes('ticket='), 'the download link carries a ticket, not the token');
+  // A loss history with a huge value (an imported file's, or a run that blew up) still draws:
+  // the axis once stepped by 1 from 0 to the largest loss, a loop that never ended past 2^53.
+  const drawn = await Promise.race([
+    page.evaluate(async () => {
+      const { LossChart } = await import('/chart.js');
+      const cv = document.createElement('canvas');
+      cv.style.width = '400px';
+      cv.style.height = '200px';
+      document.body.append(cv);
+      new LossChart(cv, {}).setData([{ step: 1, train: 5.5 }, { step: 2, train: 1e300, val: 1e300 }], 10);
+      cv.remove();
+      return true;
+    }),
+    new Promise((resolve) => setTimeout(() => resolve(false), 10_000)),
+  ]);
+  check(drawn, 'a chart of a huge loss is drawn at once');
   const file = join(out, 'downloaded.tinygpt');
   await download.saveAs(file);
   const bytes = readFileSync(file);

@@ -624,3 +624,85 @@ func TestDownloads(t *testing.T) {
 		}
 	}
 }
+
+// An imported file's header is held to what training writes: unknown schedules and backends
+// are dropped, names cut and cleaned of invisible format characters, numbers kept in range.
+func TestImportCleansHeader(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	c := format.Config{Ctx: 4, Layers: 1, Heads: 1, DModel: 2, DMlp: 4, BatchSize: -3, MaxSteps: -10, LearningRate: 1e-3, Seed: 1,
+		Backend: strings.Repeat("B", 1<<16)}
+	huge := 1e300
+	f := &format.File{Header: format.Header{Version: 2, Config: c, WeightDtype: "fp32",
+		LossHistory: []format.LossPoint{{Step: 1, Train: &huge}}}, Weights: make([]float32, format.ParamCount(c))}
+	train, _ := json.Marshal(map[string]any{
+		"schedule": strings.Repeat("S", 1<<16), "warmup": -5, "dropout": 7.5, "trainSeconds": -1,
+		"preset": "\u202egpj." + strings.Repeat("p", 200), "corpusSource": "notes\u200b.txt\u2066", "corpusBytes": -9,
+	})
+	f.Header.Train = train
+	raw, err := format.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := ts.importModel(raw, "evil\u202e\u200bname")
+	if run.Name != "evilname" || run.Schedule != "constant" || run.Backend != "" || run.Warmup != 0 || run.Dropout != 0 ||
+		run.Elapsed != 0 || run.Batch != 0 || run.Steps != 0 {
+		t.Errorf("imported run: name %q, schedule %.20q, backend %.20q, warmup %d, dropout %g, elapsed %g, batch %d, steps %d",
+			run.Name, run.Schedule, run.Backend, run.Warmup, run.Dropout, run.Elapsed, run.Batch, run.Steps)
+	}
+	if utf8.RuneCountInString(run.Preset) != 80 || strings.ContainsRune(run.Preset, '\u202e') {
+		t.Errorf("imported preset %q", run.Preset)
+	}
+	if run.Corpus.Source != "notes.txt" || run.Corpus.Bytes != 0 {
+		t.Errorf("imported corpus %+v", run.Corpus)
+	}
+}
+
+// A download ticket stands in for the token on its own run's download link only, and only
+// until it expires.
+func TestDownloadTicket(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	a := ts.importModel(craftModel(t, 8, 2, plainWeights), "a")
+	b := ts.importModel(craftModel(t, 8, 2, plainWeights), "b")
+	var tk TicketResponse
+	ts.json("POST", "/api/runs/"+a.ID+"/ticket", nil, http.StatusOK, &tk)
+	if len(tk.Ticket) != 32 || tk.ExpiresIn != 600 {
+		t.Fatalf("ticket %+v", tk)
+	}
+	get := func(path string) int {
+		resp, err := http.Get(ts.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/api/runs/" + a.ID + "/download?format=int4&ticket=" + tk.Ticket, 200},
+		{"/api/runs/" + a.ID + "/download?ticket=" + tk.Ticket, 200}, // again: a resumed download
+		{"/api/runs/" + b.ID + "/download?ticket=" + tk.Ticket, 401}, // another run's
+		{"/api/runs?ticket=" + tk.Ticket, 401},                       // any other route
+		{"/api/runs/" + a.ID + "/download?ticket=" + strings.Repeat("0", 32), 401},
+		{"/api/runs/" + a.ID + "/download?ticket=", 401},
+	} {
+		if got := get(c.path); got != c.want {
+			t.Errorf("GET %s: %d, want %d", c.path, got, c.want)
+		}
+	}
+	// Expired, and forgotten when the next one is issued.
+	ts.s.tickets.mu.Lock()
+	e := ts.s.tickets.m[tk.Ticket]
+	e.expires = time.Now().Add(-time.Second)
+	ts.s.tickets.m[tk.Ticket] = e
+	ts.s.tickets.mu.Unlock()
+	if got := get("/api/runs/" + a.ID + "/download?ticket=" + tk.Ticket); got != 401 {
+		t.Errorf("an expired ticket: %d, want 401", got)
+	}
+	ts.json("POST", "/api/runs/"+a.ID+"/ticket", nil, http.StatusOK, nil)
+	if _, ok := ts.s.tickets.m[tk.Ticket]; ok {
+		t.Errorf("an expired ticket was kept")
+	}
+	ts.json("POST", "/api/runs/0123456789abcdef/ticket", nil, http.StatusNotFound, nil)
+}

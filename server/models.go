@@ -250,7 +250,6 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	enc.Encode(map[string]any{"step": l.step})
 	var first time.Duration
 	n := 0

@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"tinygpt/backend"
@@ -740,6 +743,69 @@ func fileError(err error) error {
 		return fe
 	}
 	return err
+}
+
+// TicketResponse is the answer to POST /api/runs/{id}/ticket.
+type TicketResponse struct {
+	Ticket    string `json:"ticket"`
+	ExpiresIn int    `json:"expires_in"` // seconds
+}
+
+// handleTicket hands out a ticket for the run's download link (GET .../download?ticket=), in
+// place of the token: a browser keeps the address of every download in its history, where the
+// token, which lasts across restarts and opens the whole API, would stay readable. A ticket
+// opens only that run's downloads, for ticketLife.
+func (s *Server) handleTicket(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.getRun(w, r)
+	if !ok {
+		return
+	}
+	t := s.tickets.issue("/api/runs/"+run.ID+"/download", time.Now())
+	writeJSON(w, http.StatusOK, TicketResponse{Ticket: t, ExpiresIn: int(ticketLife / time.Second)})
+}
+
+// ticketLife is how long a download ticket can be used.
+const ticketLife = 10 * time.Minute
+
+// tickets are the download tickets handed out (handleTicket), by value.
+type tickets struct {
+	mu sync.Mutex
+	m  map[string]ticket
+}
+
+type ticket struct {
+	path    string // the one path it opens
+	expires time.Time
+}
+
+// issue returns a new ticket for path, valid from now for ticketLife, and forgets expired ones.
+func (ts *tickets) issue(path string, now time.Time) string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.m == nil {
+		ts.m = map[string]ticket{}
+	}
+	for k, t := range ts.m {
+		if now.After(t.expires) {
+			delete(ts.m, k)
+		}
+	}
+	id := make([]byte, 16)
+	rand.Read(id)
+	k := hex.EncodeToString(id)
+	ts.m[k] = ticket{path: path, expires: now.Add(ticketLife)}
+	return k
+}
+
+// valid reports whether key is an unexpired ticket for path.
+func (ts *tickets) valid(key, path string) bool {
+	if key == "" {
+		return false
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[key]
+	return ok && t.path == path && time.Now().Before(t.expires)
 }
 
 // setAttachment sets the headers of a model file sent as a download named name.

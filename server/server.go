@@ -93,6 +93,7 @@ type Server struct {
 	closing chan struct{}
 	seq     atomic.Uint64 // the last JobState.Seq handed out, over all jobs
 	imports chan struct{} // one model upload read and decoded at a time (each up to MaxModelBytes in memory)
+	tickets tickets       // download links' stand-ins for the token
 	// one checkpoint decoded and converted for a download at a time (each holds the model's
 	// whole state in memory with its converted copy)
 	conversions chan struct{}
@@ -216,6 +217,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/runs/{id}", s.handleGetRun)
 	m.HandleFunc("DELETE /api/runs/{id}", s.handleDeleteRun)
 	m.HandleFunc("GET /api/runs/{id}/download", s.handleDownload)
+	m.HandleFunc("POST /api/runs/{id}/ticket", s.handleTicket)
 	m.HandleFunc("POST /api/runs/{id}/continue", s.handleContinue)
 	m.HandleFunc("POST /api/runs/{id}/generate", s.handleGenerate)
 	m.HandleFunc("POST /api/runs/{id}/inspect", s.handleInspect)
@@ -270,6 +272,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	// On every response, not only the page's: the file server answers odd paths such as
+	// /%2f/ with the page too.
+	w.Header().Set("Content-Security-Policy", contentPolicy)
 	if status, msg := s.check(r); status != 0 {
 		httpError(w, status, "%s", msg)
 		return
@@ -294,6 +299,9 @@ func (s *Server) check(r *http.Request) (int, string) {
 	}
 	needToken := !safe || strings.HasPrefix(r.URL.Path, "/api/")
 	if !needToken {
+		return 0, ""
+	}
+	if safe && s.tickets.valid(r.URL.Query().Get("ticket"), r.URL.Path) {
 		return 0, ""
 	}
 	tok := r.Header.Get("X-TinyGPT-Token")
@@ -332,9 +340,14 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	w.Write(page)
 }
+
+// contentPolicy is the Content-Security-Policy of every response: the page's scripts, styles
+// and images come from this server only (no inline script), no other site may frame it, and
+// base-uri, form-action and object-src, which default-src does not cover, allow nothing.
+const contentPolicy = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; " +
+	"base-uri 'none'; form-action 'none'; object-src 'none'"
 
 // apiError is the body of every error response.
 type apiError struct {
@@ -349,8 +362,7 @@ func httpError(w http.ResponseWriter, status int, format string, args ...any) {
 // JSON cannot hold (a NaN) becomes a 500 with an error message, not a 200 with an empty body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	enc := json.NewEncoder(&buf) // HTML escaped (<, >, &): answers quote what others wrote
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
 		buf.Reset()

@@ -671,6 +671,18 @@ func TestAccessControl(t *testing.T) {
 	if resp.StatusCode != 200 || bytes.Contains(b, []byte(tok)) || !bytes.Contains(b, []byte("app.js")) {
 		t.Errorf("page: %d, token inside: %v", resp.StatusCode, bytes.Contains(b, []byte(tok)))
 	}
+	// The page comes with its policy however it is reached (the file server answers /%2f/
+	// with it too), and so does everything else.
+	for _, p := range []string{"/", "/%2f/", "/%2f/app.js", "/app.js", "/api/runs"} {
+		resp, err := http.Get(ts.srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "base-uri 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", p, csp)
+		}
+	}
 
 	// A public server too needs the token for everything but the page and its files.
 	pub := newTestServer(t, "", func(c *Config) { c.Public = true; c.Token = "secret" })

@@ -20,6 +20,7 @@ import (
 
 	"tinygpt/format"
 	"tinygpt/internal/atomicfile"
+	"tinygpt/train"
 )
 
 // Run is a stored run as the API shows it: its settings, progress, loss history and sample.
@@ -293,17 +294,26 @@ func (r *Run) fromHeader(f *format.File) {
 		CorpusBytes  int     `json:"corpusBytes"`
 		TrainSeconds float64 `json:"trainSeconds"`
 	}
+	// A file's header is anyone's to write (an imported model): what the page shows of it is
+	// held to the values training writes there, its names to what cleanName lets through.
 	if len(h.Train) > 0 && json.Unmarshal(h.Train, &saved) == nil {
-		r.Schedule, r.Warmup, r.Dropout, r.Elapsed = saved.Schedule, saved.Warmup, saved.Dropout, saved.TrainSeconds
+		r.Schedule, r.Warmup, r.Dropout, r.Elapsed = saved.Schedule, max(saved.Warmup, 0), saved.Dropout, max(saved.TrainSeconds, 0)
+		if r.Dropout < 0 || r.Dropout >= 1 {
+			r.Dropout = 0
+		}
 		if r.Preset == "" {
-			r.Preset = saved.Preset
+			r.Preset = cleanName(saved.Preset)
 		}
 		if r.Origin == "uploaded" && saved.CorpusSource != "" {
-			r.Corpus = CorpusInfo{Source: saved.CorpusSource, Bytes: saved.CorpusBytes}
+			r.Corpus = CorpusInfo{Source: cleanName(saved.CorpusSource), Bytes: max(saved.CorpusBytes, 0)}
 		}
 	}
-	if r.Schedule == "" {
-		r.Schedule = "constant"
+	if r.Schedule != train.Cosine {
+		r.Schedule = train.Constant
+	}
+	r.Batch, r.Steps = max(r.Batch, 0), max(r.Steps, 0)
+	if b := r.Backend; b != "" && b != "cpu" && b != "webgpu" {
+		r.Backend = ""
 	}
 	// The header says whether the moments are there: f may be a header read without its state.
 	r.Resumable = h.IncludesOptimizerState && (h.Corpus != "" || r.Origin == "trained")
@@ -345,11 +355,16 @@ func downsample(h []format.LossPoint, n int) []format.LossPoint {
 	return out
 }
 
-// cleanName makes a user-given name safe to show: printable, one line, at most 80 characters.
+// cleanName makes a user-given name safe to show: printable, one line, at most 80 characters,
+// and without the invisible format characters (Unicode's Cf: bidirectional overrides, which
+// show the rest of a line reversed, zero-width spaces) that would make it look like another.
 func cleanName(s string) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return ' '
+		case unicode.Is(unicode.Cf, r):
+			return -1
 		}
 		return r
 	}, s)

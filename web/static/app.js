@@ -501,9 +501,23 @@ function renderRuns() {
   }
 }
 
+// download starts a download of run id's model in format fmt. Its link carries a ticket for that
+// download alone, not the token: the browser keeps every download's address in its history.
+async function download(id, fmt) {
+  try {
+    const { ticket } = await api('POST', `/api/runs/${id}/ticket`);
+    const a = el('a', { href: `/api/runs/${id}/download?format=${fmt}&ticket=${ticket}`, download: '' });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  } catch (err) {
+    toast(`Download failed: ${err.message}`, 'error');
+  }
+}
+
 function runCard(r) {
   const live = state.job && state.job.active && state.job.run.id === r.id;
-  const dl = (fmt, label) => el('a', { class: 'button-like small', href: `/api/runs/${r.id}/download?format=${fmt}&token=${encodeURIComponent(TOKEN)}`, download: '', text: label });
+  const dl = (fmt, label) => el('a', { class: 'button-like small', href: '#', text: label, onclick: (e) => { e.preventDefault(); download(r.id, fmt); } });
   const c = r.config;
   const best = r.best_val ? `best val ${r.best_val.loss.toFixed(3)} @ ${r.best_val.step}` : 'no validation yet';
   const stepsInput = el('input', { type: 'number', min: '1', value: '200', class: 'small-input', 'aria-label': 'more steps' });

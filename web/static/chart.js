@@ -112,7 +112,11 @@ export class LossChart {
     g.strokeStyle = COLORS.grid;
     g.fillStyle = COLORS.text;
     g.textAlign = 'right';
-    const step = (S.hi - S.lo) > 3 ? 1 : 0.5;
+    let step = (S.hi - S.lo) > 3 ? 1 : 0.5;
+    // A loss far above the usual (a run that diverged, or an imported file's history) would
+    // draw a line per unit, and past 2^53 loop for ever (v + 1 == v): widen the step instead.
+    const lines = Math.max(2, Math.floor(L.ph / 24));
+    if ((S.hi - S.lo) / step > lines) step = niceStep((S.hi - S.lo) / lines);
     for (let v = Math.ceil(S.lo / step) * step; v <= S.hi; v += step) {
       g.beginPath(); g.moveTo(L.pad.l, S.y(v)); g.lineTo(L.pad.l + L.pw, S.y(v)); g.stroke();
       g.fillText(v.toFixed(1), L.pad.l - 6, S.y(v) + 4);
@@ -184,10 +188,14 @@ function smooth(train) {
   });
 }
 
-function niceTicks(max, n) {
-  const raw = max / n;
+// niceStep returns the smallest of 1, 2 and 5 times a power of ten that is at least raw (> 0).
+function niceStep(raw) {
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+  return [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+}
+
+function niceTicks(max, n) {
+  const step = niceStep(max / n);
   const out = [];
   for (let t = 0; t <= max + 1e-9; t += step) out.push(Math.round(t));
   return out;
