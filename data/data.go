@@ -29,10 +29,16 @@ type Corpus struct {
 	// Unreadable lists the folders and files below a directory that could not be read (no
 	// permission, say): they were skipped.
 	Unreadable []string
+	// Skipped lists the files below a directory that were left out as not text, each with why:
+	// "path (binary)", "(UTF-16)", "(UTF-32)" or "(empty)".
+	Skipped []string
 }
 
 // MaxCorpusBytes bounds what Load reads, so a mistaken path cannot exhaust memory.
 const MaxCorpusBytes = 1 << 30
+
+// maxCorpus is MaxCorpusBytes in words, for messages.
+const maxCorpus = "1 GiB"
 
 // Builtin returns the corpus embedded in the binary.
 func Builtin() Corpus {
@@ -41,27 +47,30 @@ func Builtin() Corpus {
 
 // Load reads a corpus from path: "" for the built-in corpus, "-" for standard input, a file, or
 // a directory, whose files matching glob (a filepath.Match pattern on the file name; "" for
-// all) are concatenated in lexical path order. Binary files are refused for a single file and
-// skipped in a directory.
+// all) are concatenated in lexical path order, hidden files and folders (names that begin
+// with a dot) left out. Files that are not text (binary data, UTF-16 or UTF-32) are refused
+// for a single file and skipped in a directory.
 func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 	if glob != "" {
 		if _, err := filepath.Match(glob, "x"); err != nil {
 			return Corpus{}, fmt.Errorf("bad --glob pattern %q: %w", glob, err)
+		}
+		if strings.ContainsRune(glob, '/') || strings.ContainsRune(glob, filepath.Separator) {
+			return Corpus{}, fmt.Errorf("--glob %q: a pattern matches file names, not paths (files in every folder below --data are matched): use one such as '*.txt'", glob)
 		}
 	}
 	switch path {
 	case "":
 		return Builtin(), nil
 	case "-":
-		text, why, err := readText(stdin)
-		if err != nil {
+		text, nt, err := readText(stdin, 0, MaxCorpusBytes)
+		switch {
+		case errors.Is(err, errTooBig):
+			return Corpus{}, fmt.Errorf("standard input holds more than the %s limit of a corpus", maxCorpus)
+		case err != nil:
 			return Corpus{}, fmt.Errorf("reading standard input: %w", err)
-		}
-		if why != "" {
-			return Corpus{}, fmt.Errorf("standard input looks like a binary file (%s); TinyGPT trains on text", why)
-		}
-		if len(text) > MaxCorpusBytes {
-			return Corpus{}, fmt.Errorf("standard input is larger than %d bytes", MaxCorpusBytes)
+		case nt.kind != "":
+			return Corpus{}, nt.refuse("standard input")
 		}
 		return Corpus{Text: text, Source: "stdin", Files: 1}, nil
 	}
@@ -73,59 +82,99 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 		if glob != "" {
 			return Corpus{}, fmt.Errorf("--glob %q picks files in a folder, and %s is a file", glob, path)
 		}
-		text, why, err := readFile(path, info.Size())
-		if err != nil {
+		text, nt, err := readFile(path, info.Size(), MaxCorpusBytes)
+		switch {
+		case errors.Is(err, errTooBig):
+			return Corpus{}, fmt.Errorf("%s holds more than the %s limit of a corpus", path, maxCorpus)
+		case err != nil:
 			return Corpus{}, err
-		}
-		if why != "" {
-			return Corpus{}, fmt.Errorf("%s looks like a binary file (%s); TinyGPT trains on text", path, why)
+		case nt.kind != "":
+			return Corpus{}, nt.refuse(path)
 		}
 		return Corpus{Text: text, Source: path, Files: 1}, nil
 	}
 	return loadDir(path, glob)
 }
 
-// readFile reads the corpus file at path, of the given size, and says why it looks binary
-// (binaryReason; then text is nil), or "".
-func readFile(path string, size int64) (text []byte, why string, err error) {
-	if size > MaxCorpusBytes {
-		return nil, "", fmt.Errorf("%s is %d bytes, more than the %d-byte limit", path, size, MaxCorpusBytes)
-	}
-	// A pipe (--data <(command)) or a device has no size to check first; read no more than
-	// the limit allows, so that an endless stream is an error, not an endless read.
+// errTooBig is readText's error for a text past its limit.
+var errTooBig = errors.New("more bytes than the limit")
+
+// readFile reads the corpus file at path, whose size is size by its Stat (0 for a pipe or a
+// device, which have none), as readText does.
+func readFile(path string, size, limit int64) ([]byte, notText, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("corpus: %w", err)
+		return nil, notText{}, fmt.Errorf("corpus: %w", err)
 	}
 	defer f.Close()
-	text, why, err = readText(f)
-	if err != nil {
-		return nil, "", fmt.Errorf("corpus: %w", err)
+	text, nt, err := readText(f, size, limit)
+	if err != nil && !errors.Is(err, errTooBig) {
+		err = fmt.Errorf("corpus: %w", err)
 	}
-	if len(text) > MaxCorpusBytes {
-		return nil, "", fmt.Errorf("%s holds more than the %d-byte limit", path, MaxCorpusBytes)
-	}
-	return text, why, nil
+	return text, nt, err
 }
 
-// readText reads r to its end, or to one byte past MaxCorpusBytes, unless its first 64 KB
-// look binary (binaryReason, which looks at no more): then it stops there and says why, so
-// that /dev/zero or a binary stream is refused at once rather than after a gigabyte.
-func readText(r io.Reader) (text []byte, why string, err error) {
+// readText reads r to its end, expecting size bytes (0 if unknown), and returns errTooBig
+// once more than limit bytes have come. It first reads 64 KB: if they are not text (sniff),
+// it stops there and says why, so that /dev/zero or a binary stream is refused at once rather
+// than after a gigabyte; then, where size is already past the limit, it stops too. The rest
+// goes into one buffer of the expected size where there is one (a file is then read with no
+// copy), else into pieces joined at the end: at most twice the text in memory, where doubling
+// one buffer as it filled took up to four times. A NUL byte anywhere makes the whole not text
+// (binary data after text: a log padded with NULs, a script carrying a payload).
+func readText(r io.Reader, size, limit int64) ([]byte, notText, error) {
 	head := make([]byte, binaryHead)
 	n, err := io.ReadFull(r, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return nil, "", err
+		return nil, notText{}, err
 	}
-	if why := binaryReason(head[:n]); why != "" {
-		return nil, why, nil
+	head = head[:n]
+	if nt := sniff(head); nt.kind != "" {
+		return nil, nt, nil
 	}
-	if n < len(head) { // the whole stream
-		return head[:n], "", nil
+	if int64(n) > limit || size > limit {
+		return nil, notText{}, errTooBig
 	}
-	buf := bytes.NewBuffer(head)
-	_, err = buf.ReadFrom(io.LimitReader(r, MaxCorpusBytes+1-int64(n)))
-	return buf.Bytes(), "", err
+	if n < binaryHead { // the whole stream
+		return head, notText{}, nil
+	}
+	room := int64(2 * binaryHead)
+	if size > 0 {
+		room = max(size+1, int64(n)+1) // a byte more, to see the end
+	}
+	piece := make([]byte, n, room)
+	copy(piece, head)
+	var pieces [][]byte
+	total := int64(n)
+	for {
+		if len(piece) == cap(piece) {
+			pieces = append(pieces, piece)
+			piece = make([]byte, 0, min(2*cap(piece), 64<<20))
+		}
+		m, err := r.Read(piece[len(piece):cap(piece)])
+		piece = piece[:len(piece)+m]
+		if total += int64(m); total > limit {
+			return nil, notText{}, errTooBig
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, notText{}, err
+		}
+	}
+	text := piece
+	if len(pieces) > 0 {
+		text = make([]byte, 0, total)
+		for _, p := range pieces {
+			text = append(text, p...)
+		}
+		text = append(text, piece...)
+	}
+	if i := bytes.IndexByte(text[n:], 0); i >= 0 {
+		return nil, notText{"binary", fmt.Sprintf("NUL byte at offset %d", n+i)}, nil
+	}
+	return text, notText{}, nil
 }
 
 func loadDir(root, glob string) (Corpus, error) {
@@ -144,7 +193,7 @@ func loadDir(root, glob string) (Corpus, error) {
 		rel, err := filepath.Rel(realDir, p)
 		return realErr == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 	}
-	var paths, unreadable []string
+	var paths, unreadable, skipped []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p != dir && d != nil && d.IsDir() {
@@ -153,11 +202,15 @@ func loadDir(root, glob string) (Corpus, error) {
 			}
 			return err
 		}
+		hidden := p != dir && len(d.Name()) > 1 && d.Name()[0] == '.'
 		if d.IsDir() {
-			if p != dir && len(d.Name()) > 1 && d.Name()[0] == '.' {
-				return filepath.SkipDir // .git and other hidden directories
+			if hidden {
+				return filepath.SkipDir // .git and other hidden folders
 			}
 			return nil
+		}
+		if hidden {
+			return nil // .env, .npmrc and other hidden files: settings, often secrets
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			if info, err := os.Stat(p); err != nil || !info.Mode().IsRegular() {
@@ -181,59 +234,103 @@ func loadDir(root, glob string) (Corpus, error) {
 		return Corpus{}, fmt.Errorf("reading directory %s: %w", root, err)
 	}
 	sort.Strings(paths)
-	var buf bytes.Buffer
-	files, skipped := 0, 0
+	// Each file's text is read whole (a file of its size, no copy), then all are joined.
+	var texts [][]byte
+	total := int64(0) // with a newline after each text that lacks one
 	for _, p := range paths {
 		info, err := os.Stat(p)
-		if err != nil {
-			return Corpus{}, fmt.Errorf("corpus: %w", err)
+		if err == nil {
+			var text []byte
+			var nt notText
+			text, nt, err = readFile(p, info.Size(), MaxCorpusBytes-total)
+			switch {
+			case err != nil:
+			case nt.kind != "":
+				skipped = append(skipped, p+" ("+nt.kind+")")
+				continue
+			case len(text) == 0:
+				skipped = append(skipped, p+" (empty)")
+				continue
+			default:
+				texts = append(texts, text)
+				total += int64(len(text))
+				if text[len(text)-1] != '\n' {
+					total++
+				}
+				continue
+			}
 		}
-		if int64(buf.Len())+info.Size() > MaxCorpusBytes {
-			return Corpus{}, fmt.Errorf("files under %s add up to more than the %d-byte limit", root, MaxCorpusBytes)
-		}
-		text, why, err := readFile(p, info.Size())
-		if errors.Is(err, fs.ErrPermission) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Gone since the folder was listed: an editor's temporary file, a rotated log.
+		case errors.Is(err, fs.ErrPermission):
 			unreadable = append(unreadable, p) // skipped, as an unreadable folder is
-			continue
-		}
-		if err != nil {
+		case errors.Is(err, errTooBig):
+			return Corpus{}, fmt.Errorf("the text files under %s add up to more than the %s limit of a corpus (reached with %s): pick fewer with --glob, or a smaller folder", root, maxCorpus, p)
+		default:
 			return Corpus{}, err
 		}
-		if why != "" || len(text) == 0 {
-			skipped++
-			continue
-		}
-		buf.Write(text)
-		if text[len(text)-1] != '\n' {
-			buf.WriteByte('\n')
-		}
-		files++
 	}
-	if files == 0 {
+	if len(texts) == 0 {
 		what := "no files"
 		if glob != "" {
 			what = fmt.Sprintf("no files matching %q", glob)
 		}
-		if skipped > 0 {
-			what = fmt.Sprintf("%s (%d binary or empty files skipped)", what+" with text", skipped)
+		if len(skipped) > 0 {
+			what = fmt.Sprintf("%s with text (%d binary, UTF-16, UTF-32 or empty files skipped)", what, len(skipped))
 		}
 		if len(unreadable) > 0 {
 			what = fmt.Sprintf("%s (could not read: %s)", what, strings.Join(unreadable, ", "))
 		}
 		return Corpus{}, fmt.Errorf("directory %s has %s", root, what)
 	}
-	return Corpus{Text: buf.Bytes(), Source: root, Files: files, Unreadable: unreadable}, nil
+	text := texts[0] // one file: its own buffer, which has room for a last newline
+	if len(texts) > 1 {
+		text = make([]byte, 0, total)
+	}
+	for i, t := range texts {
+		if i > 0 || len(texts) > 1 {
+			text = append(text, t...)
+		}
+		if t[len(t)-1] != '\n' {
+			text = append(text, '\n')
+		}
+	}
+	return Corpus{Text: text, Source: root, Files: len(texts), Unreadable: unreadable, Skipped: skipped}, nil
 }
 
-// binaryReason says why text looks like binary data rather than text, or "" if it looks like
-// text: its first 64 KB hold a NUL byte, or more than 5% of them are control characters other
+// A notText says why bytes are not text to train on: kind is "binary", "UTF-16" or "UTF-32",
+// and detail what shows it. The zero value is text.
+type notText struct{ kind, detail string }
+
+// refuse returns the error that refuses name's bytes as a corpus.
+func (n notText) refuse(name string) error {
+	if n.kind == "binary" {
+		return fmt.Errorf("%s looks like a binary file (%s); TinyGPT trains on text", name, n.detail)
+	}
+	return fmt.Errorf("%s is %s text (%s); TinyGPT reads text as bytes, in UTF-8 or a one-byte encoding: convert it first, e.g. iconv -f %s -t UTF-8",
+		name, n.kind, n.detail, n.kind)
+}
+
+// sniff says why text is not text to train on, judging by its first 64 KB, or returns the
+// zero notText: they hold a NUL byte (UTF-16 or UTF-32 text, by a byte-order mark or every
+// other byte NUL, else binary data), or more than 5% of them are control characters other
 // than tab, newline, carriage return and form feed. Bytes that are not UTF-8 are text: a
 // byte-level model trains on Latin-1 or any other 8-bit encoding as well. (Compressed and
 // random data hold NUL bytes within a few hundred bytes.)
-func binaryReason(text []byte) string {
+func sniff(text []byte) notText {
 	head := text[:min(len(text), binaryHead)]
 	if i := bytes.IndexByte(head, 0); i >= 0 {
-		return fmt.Sprintf("NUL byte at offset %d", i)
+		bom := "it begins with a byte-order mark"
+		switch {
+		case bytes.HasPrefix(head, []byte{0xff, 0xfe, 0, 0}) || bytes.HasPrefix(head, []byte{0, 0, 0xfe, 0xff}):
+			return notText{"UTF-32", bom}
+		case bytes.HasPrefix(head, []byte{0xff, 0xfe}) || bytes.HasPrefix(head, []byte{0xfe, 0xff}):
+			return notText{"UTF-16", bom}
+		case utf16Like(head):
+			return notText{"UTF-16", "every other byte is NUL"}
+		}
+		return notText{"binary", fmt.Sprintf("NUL byte at offset %d", i)}
 	}
 	bad := 0
 	for _, b := range head {
@@ -242,12 +339,31 @@ func binaryReason(text []byte) string {
 		}
 	}
 	if len(head) > 0 && bad*20 > len(head) {
-		return fmt.Sprintf("%d of its first %d bytes are control characters", bad, len(head))
+		return notText{"binary", fmt.Sprintf("%d of its first %d bytes are control characters", bad, len(head))}
 	}
-	return ""
+	return notText{}
 }
 
-// binaryHead is how much of a corpus binaryReason looks at.
+// utf16Like reports whether the first bytes of b look like UTF-16 text of mostly Latin
+// letters: in nine of ten pairs of bytes, one byte is NUL and the other not, on the same side.
+func utf16Like(b []byte) bool {
+	b = b[:min(len(b), 512)&^1]
+	if len(b) < 8 {
+		return false
+	}
+	var first, second int
+	for i := 0; i < len(b); i += 2 {
+		switch {
+		case b[i] == 0 && b[i+1] != 0:
+			first++
+		case b[i] != 0 && b[i+1] == 0:
+			second++
+		}
+	}
+	return max(first, second)*10 >= len(b)/2*9
+}
+
+// binaryHead is how much of a corpus sniff looks at.
 const binaryHead = 1 << 16
 
 // TrainFraction is the share of the corpus used for training; the rest, at the end, is the

@@ -111,21 +111,32 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-func TestBinaryReason(t *testing.T) {
-	for text, binary := range map[string]bool{
-		"plain text\n":                                     false,
-		"caf\u00e9 \u65e5\u672c\n\ttab\r\n":                false,
-		"a\x00b":                                           true,
-		strings.Repeat("\x01\x02\x03", 100):                true,
-		strings.Repeat("\xff\xfe", 100):                    false, // not UTF-8, but an 8-bit encoding is text too
-		"Se\xf1or Mu\xf1oz, fa\xe7ade\n":                   false, // Latin-1
-		strings.Repeat("text\x1b[0m ", 20):                 true,  // 10% control characters
-		strings.Repeat(strings.Repeat("x", 30)+"\x1b", 20): false, // 3%
-		"": false,
+func TestSniff(t *testing.T) {
+	utf16le := "h\x00e\x00l\x00l\x00o\x00 \x00w\x00o\x00r\x00l\x00d\x00\n\x00"
+	for text, kind := range map[string]string{
+		"plain text\n":                                     "",
+		"caf\u00e9 \u65e5\u672c\n\ttab\r\n":                "",
+		"a\x00b":                                           "binary",
+		strings.Repeat("\x01\x02\x03", 100):                "binary",
+		strings.Repeat("\xff\xfe", 100):                    "",       // not UTF-8, but an 8-bit encoding is text too
+		"Se\xf1or Mu\xf1oz, fa\xe7ade\n":                   "",       // Latin-1
+		strings.Repeat("text\x1b[0m ", 20):                 "binary", // 10% control characters
+		strings.Repeat(strings.Repeat("x", 30)+"\x1b", 20): "",       // 3%
+		"":                                "",
+		"\xff\xfe" + utf16le:              "UTF-16", // with a byte-order mark
+		"\xfe\xff" + utf16le[1:] + "\x00": "UTF-16", // big-endian
+		utf16le:                           "UTF-16", // without one
+		"\xff\xfe\x00\x00h\x00\x00\x00i\x00\x00\x00":              "UTF-32",
+		"\x00\x00\xfe\xff\x00\x00\x00h":                           "UTF-32",
+		"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00": "binary",
 	} {
-		if got := binaryReason([]byte(text)) != ""; got != binary {
-			t.Errorf("binaryReason(%q) = %v, want %v", text, got, binary)
+		if got := sniff([]byte(text)); got.kind != kind {
+			t.Errorf("sniff(%q) = %+v, want kind %q", text, got, kind)
 		}
+	}
+	err := sniff([]byte(utf16le)).refuse("notes.txt")
+	if !strings.Contains(err.Error(), "notes.txt is UTF-16 text (every other byte is NUL)") || !strings.Contains(err.Error(), "iconv -f UTF-16 -t UTF-8") {
+		t.Errorf("UTF-16 refused with %q", err)
 	}
 }
 
@@ -242,18 +253,68 @@ func (z *zeros) Read(p []byte) (int, error) {
 // 64 KB, not read to the gigabyte limit; text of any length is read whole.
 func TestReadTextStopsEarly(t *testing.T) {
 	z := &zeros{}
-	text, why, err := readText(z)
-	if err != nil || text != nil || why != "NUL byte at offset 0" || z.read > binaryHead {
-		t.Errorf("zeros: %d bytes returned, why %q, err %v, %d bytes read", len(text), why, err, z.read)
+	text, nt, err := readText(z, 0, MaxCorpusBytes)
+	if err != nil || text != nil || nt != (notText{"binary", "NUL byte at offset 0"}) || z.read > binaryHead {
+		t.Errorf("zeros: %d bytes returned, %+v, err %v, %d bytes read", len(text), nt, err, z.read)
 	}
 	if _, err := Load("-", "", z); err == nil || !strings.Contains(err.Error(), "standard input looks like a binary file") {
 		t.Errorf("Load of endless zeros: %v", err)
 	}
-	for _, n := range []int{0, 10, binaryHead - 1, binaryHead, binaryHead + 1, 3*binaryHead + 17} {
+	for _, n := range []int{0, 10, binaryHead - 1, binaryHead, binaryHead + 1, 3*binaryHead + 17, 5 << 20} {
 		want := strings.Repeat("a line of text\n", n/15+1)[:n]
-		got, why, err := readText(strings.NewReader(want))
-		if err != nil || why != "" || string(got) != want {
-			t.Errorf("%d bytes of text: got %d bytes, why %q, err %v", n, len(got), why, err)
+		for _, size := range []int64{0, int64(n)} { // a pipe, and a file of known size
+			got, nt, err := readText(strings.NewReader(want), size, MaxCorpusBytes)
+			if err != nil || nt.kind != "" || string(got) != want {
+				t.Errorf("%d bytes of text, size %d: got %d bytes, %+v, err %v", n, size, len(got), nt, err)
+			}
+			if size > binaryHead && cap(got) != n+1 {
+				t.Errorf("%d bytes of text of known size: read into %d bytes, want one buffer of the size (and a byte to see the end)", n, cap(got))
+			}
 		}
+	}
+}
+
+// Text followed by binary data (a log padded with NULs after a crash) is not text, however far
+// in the binary data starts; a limit is kept without reading past it.
+func TestReadTextWhole(t *testing.T) {
+	text := strings.Repeat("a line of text\n", 10_000)
+	for _, size := range []int64{0, int64(len(text) + 5)} {
+		_, nt, err := readText(strings.NewReader(text+"\x00\x00\x00\x00\x00"), size, MaxCorpusBytes)
+		if err != nil || nt != (notText{"binary", fmt.Sprintf("NUL byte at offset %d", len(text))}) {
+			t.Errorf("size %d: %+v, %v", size, nt, err)
+		}
+	}
+	r := strings.NewReader(text)
+	if _, _, err := readText(r, int64(len(text)), 100_000); err != errTooBig || r.Len() != len(text)-binaryHead {
+		t.Errorf("a file larger than the limit: %v, %d bytes read, want errTooBig after the first %d", err, len(text)-r.Len(), binaryHead)
+	}
+	if _, _, err := readText(strings.NewReader(text), 0, 100_000); err != errTooBig {
+		t.Errorf("a stream longer than the limit: %v, want errTooBig", err)
+	}
+}
+
+// In a folder, hidden files are left out as hidden folders are; files that are not text are
+// skipped and listed with why.
+func TestLoadDirSkips(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.txt"), "some text\n")
+	write(t, filepath.Join(dir, ".env"), "SECRET=1\n")
+	write(t, filepath.Join(dir, "b.txt"), "\xff\xfeh\x00i\x00")
+	write(t, filepath.Join(dir, "c.bin"), "\x7fELF\x00\x00")
+	write(t, filepath.Join(dir, "d.txt"), "")
+	write(t, filepath.Join(dir, "e.log"), strings.Repeat("log line\n", 10_000)+"\x00\x00\x00")
+	c, err := Load(dir, "", nil)
+	if err != nil || string(c.Text) != "some text\n" || c.Files != 1 {
+		t.Fatalf("corpus %q from %d files, %v", c.Text, c.Files, err)
+	}
+	want := []string{"b.txt (UTF-16)", "c.bin (binary)", "d.txt (empty)", "e.log (binary)"}
+	for i := range want {
+		want[i] = filepath.Join(dir, want[i])
+	}
+	if strings.Join(c.Skipped, "|") != strings.Join(want, "|") {
+		t.Errorf("skipped %q, want %q", c.Skipped, want)
+	}
+	if _, err := Load(dir, "sub/*.txt", nil); err == nil || !strings.Contains(err.Error(), "matches file names, not paths") {
+		t.Errorf("--glob with a path: %v", err)
 	}
 }

@@ -167,6 +167,15 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 		lastTrain: math.NaN(), lastVal: math.NaN(), lastValStep: -1, stepper: stepper{m: m, o: o}}, nil
 }
 
+// corpusNamed describes the corpus a header records, for messages: " (SOURCE, N bytes)", or ""
+// where the header names none.
+func corpusNamed(source string, bytes int) string {
+	if source == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, %d bytes)", source, bytes)
+}
+
 // ResumeOptions changes a resumed run.
 type ResumeOptions struct {
 	Steps   int          // new total step count; 0 keeps the file's
@@ -213,7 +222,7 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 				"the file was changed after it was written; pass --data with the original text (%s, %d bytes)", saved.CorpusSource, saved.CorpusBytes)
 		}
 	default:
-		return nil, fmt.Errorf("the model file does not hold its training corpus; pass --data")
+		return nil, fmt.Errorf("the model file does not hold its training corpus; pass --data with it%s", corpusNamed(saved.CorpusSource, saved.CorpusBytes))
 	}
 	if saved.CorpusSHA256 != "" && ro.Corpus != nil && saved.CorpusSHA256 != hashText(corpus.Text) {
 		return nil, fmt.Errorf("--data differs from the corpus this model was trained on (%s, %d bytes); "+

@@ -180,6 +180,17 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
+// checkData refuses a --data flag given an empty value, which is most often a shell variable
+// that was never set (--data "$CORPUS"): without it the command would go on with another text
+// (the built-in corpus, or the one a model holds) and not say so. The message names that text,
+// without.
+func checkData(fs *flag.FlagSet, without string) error {
+	if f := fs.Lookup("data"); f != nil && setFlags(fs)["data"] && f.Value.String() == "" {
+		return fmt.Errorf("--data is empty (a shell variable that was not set?): name a file, a folder or - for standard input, or leave --data out for %s", without)
+	}
+	return nil
+}
+
 func isTerminal(f *os.File) bool {
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0

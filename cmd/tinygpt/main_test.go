@@ -237,6 +237,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--steps", "1", "--log-json", short}, 1, "is not a JSON log"},
 		{[]string{"train", "--steps", "1", "--log-json", filepath.Join(dir, "m.tinygpt"), "--out", filepath.Join(dir, "m.tinygpt")}, 1, "is the model file --out"},
 		{[]string{"train", "--data", short, "--glob", "*.txt"}, 1, "picks files in a folder"},
+		// An empty --data is a variable that was not set, not a wish for another text.
+		{[]string{"train", "--data", "", "--glob", "*.go"}, 1, "--data is empty"},
+		{[]string{"eval", "--model", garbage, "--data", ""}, 1, "--data is empty"},
 	} {
 		code, out, errOut := tinygpt(t, "", c.args...)
 		// Letter case aside: the system's own words differ (a missing file is "No such file
@@ -436,6 +439,8 @@ func TestResumeHint(t *testing.T) {
 		{"corpus.txt", "", false, "tinygpt train --resume m.tinygpt --data corpus.txt"},
 		{"-", "", false, "tinygpt train --resume m.tinygpt --data - (the same text on standard input)"},
 		{"src", "*.go", false, "tinygpt train --resume m.tinygpt --data src --glob '*.go'"},
+		{"my notes/it's.txt", "", false, `tinygpt train --resume m.tinygpt --data 'my notes/it'\''s.txt'`},
+		{"/dev/fd/63", "", false, "tinygpt train --resume m.tinygpt --data <(...) (the same text, from the same command)"},
 	} {
 		if got := resumeHint("m.tinygpt", c.data, c.glob, c.stored); got != c.want {
 			t.Errorf("resumeHint(%q, %q, %v) = %q, want %q", c.data, c.glob, c.stored, got, c.want)
@@ -503,6 +508,30 @@ func TestCorpusNotStoredNote(t *testing.T) {
 	code, out, errOut = tinygpt(t, "", "inspect", "--json", filepath.Join(dir, "m.tinygpt"))
 	if code != 0 || !strings.Contains(out, `"corpus": "(not stored)"`) {
 		t.Errorf("inspect --json: exit %d\n%s%s", code, out, errOut)
+	}
+	// Without --data, eval and --resume say which text they need.
+	code, _, errOut = tinygpt(t, "", "eval", "--model", filepath.Join(dir, "m.tinygpt"))
+	if code != 1 || !strings.Contains(errOut, "pass --data with the text it was trained on ("+corpus+", 4,000 bytes)") {
+		t.Errorf("eval without --data: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = tinygpt(t, "", "train", "--resume", filepath.Join(dir, "m.tinygpt"), "--steps", "2")
+	if code != 1 || !strings.Contains(errOut, "pass --data with it ("+corpus+", 4000 bytes)") {
+		t.Errorf("resume without --data: exit %d, %q", code, errOut)
+	}
+}
+
+// Files of a folder that are not text are skipped, and the run says which (their names'
+// control characters made visible).
+func TestSkippedFilesNoted(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, dir)
+	os.WriteFile(filepath.Join(dir, "b\x1b[31m.bin"), []byte("\x7fELF\x00\x00"), 0o644)
+	os.WriteFile(filepath.Join(dir, "empty.txt"), nil, 0o644)
+	code, out, errOut := tinygpt(t, "", "train", "--data", dir, "--steps", "1", "--layers", "1", "--d-model", "16",
+		"--ctx", "16", "--batch", "2", "--out", filepath.Join(t.TempDir(), "m.tinygpt"))
+	want := "note:    skipped 2 files that are not text (binary, UTF-16 or UTF-32) or empty: " + filepath.Join(dir, `b\x1b[31m.bin (binary)`) + ", " + filepath.Join(dir, "empty.txt (empty)")
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d\n%s%s\nwant %q", code, out, errOut, want)
 	}
 }
 

@@ -46,6 +46,9 @@ corpus stored in the model file.`)
 	if *modelPath == "" {
 		return fmt.Errorf("--model is required")
 	}
+	if err := checkData(fs, "the corpus stored in the model"); err != nil {
+		return err
+	}
 	if *batch < 1 || *batch > 1<<16 {
 		return fmt.Errorf("--batch must be between 1 and 65536")
 	}
@@ -64,7 +67,11 @@ corpus stored in the model file.`)
 	} else if f.Header.Corpus != "" {
 		corpus = data.Corpus{Text: []byte(f.Header.Corpus), Source: "the corpus stored in " + *modelPath}
 	} else {
-		return fmt.Errorf("%s does not hold its corpus; pass --data", *modelPath)
+		what := ""
+		if facts := readCorpusFacts(f.Header); facts.Source != "" {
+			what = fmt.Sprintf(" (%s, %s bytes)", safeText(facts.Source), commas(facts.Bytes))
+		}
+		return fmt.Errorf("%s does not hold its corpus; pass --data with the text it was trained on%s", *modelPath, what)
 	}
 	text := corpus.Text
 	c := fileConfig(f)
@@ -196,15 +203,25 @@ Prints a model file's format, model size, training settings, loss history and sa
 	return nil
 }
 
+// corpusFacts is what a header records of the training text, stored or not.
+type corpusFacts struct {
+	Source string `json:"corpusSource"`
+	Bytes  int    `json:"corpusBytes"`
+	SHA256 string `json:"corpusSHA256"`
+}
+
+// readCorpusFacts returns what h records of its training text (nothing for a header this
+// project did not write).
+func readCorpusFacts(h format.Header) corpusFacts {
+	var facts corpusFacts
+	json.Unmarshal(h.Train, &facts) // absent or foreign: no facts
+	return facts
+}
+
 // describeCorpus says whether the file holds its training text and what the header records of
 // it (a corpus over 32 MB, or one that is not UTF-8, is recorded by its SHA-256 only).
 func describeCorpus(h format.Header) string {
-	var facts struct {
-		Source string `json:"corpusSource"`
-		Bytes  int    `json:"corpusBytes"`
-		SHA256 string `json:"corpusSHA256"`
-	}
-	json.Unmarshal(h.Train, &facts) // absent or foreign: no facts
+	facts := readCorpusFacts(h)
 	if len(h.Corpus) > 0 {
 		return commas(len(h.Corpus)) + " bytes stored"
 	}

@@ -212,6 +212,9 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		return err
 	}
 	set := setFlags(fs)
+	if err := checkData(fs, "the built-in corpus (with --resume, the one the model holds)"); err != nil {
+		return err
+	}
 
 	var be backend.Backend
 	open := func(c gpt.Config, batch int) error {
@@ -505,19 +508,40 @@ func scheduleMoved(t *train.Trainer, saved int) string {
 
 // resumeHint is the command that continues a run saved in out: with the run's --data (and
 // --glob) where the file does not hold the corpus.
+// Its arguments are quoted for a shell where they need it.
 func resumeHint(out, dataPath, glob string, stored bool) string {
-	hint := "tinygpt train --resume " + out
+	hint := "tinygpt train --resume " + shellQuote(out)
 	if stored {
 		return hint
 	}
-	hint += " --data " + dataPath
-	if glob != "" {
-		hint += " --glob '" + glob + "'"
+	switch {
+	case dataPath == "-":
+		hint += " --data - (the same text on standard input)"
+	case strings.HasPrefix(dataPath, "/dev/fd/") || strings.HasPrefix(dataPath, "/proc/self/fd/"):
+		hint += " --data <(...) (the same text, from the same command)" // --data <(command): its pipe is gone
+	default:
+		hint += " --data " + shellQuote(dataPath)
 	}
-	if dataPath == "-" {
-		hint += " (the same text on standard input)"
+	if glob != "" {
+		hint += " --glob " + shellQuote(glob)
 	}
 	return hint
+}
+
+// shellQuote returns s as one word for a POSIX shell: as it is when it holds only characters
+// no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:,+=@%", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkWritable fails early, before any training, if the model file cannot be written: its
@@ -749,6 +773,23 @@ const slowInitParams = 50_000_000
 // AdamW moments in fp32.
 func checkpointBytes(c gpt.Config) int64 { return 12 * int64(c.NumParams()) }
 
+// listPaths lists the first few of paths for a note, their control characters made visible
+// (a file name can hold any byte but / and NUL), and how many more there are.
+func listPaths(paths []string) string {
+	const shown = 5
+	var b strings.Builder
+	for i, p := range paths[:min(len(paths), shown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(safeText(p))
+	}
+	if len(paths) > shown {
+		fmt.Fprintf(&b, " and %d more", len(paths)-shown)
+	}
+	return b.String()
+}
+
 func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) {
 	o := t.Opts
 	name := o.Preset
@@ -758,7 +799,10 @@ func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) 
 	fmt.Fprintf(w, "model:   %s (%s), %s parameters\n", name, o.Model, commas(o.Model.NumParams()))
 	fmt.Fprintf(w, "corpus:  %s, %s bytes (train %s, val %s)\n", t.Corpus.Source, commas(len(t.Corpus.Text)), commas(len(t.Split.Train)), commas(len(t.Split.Val)))
 	if u := t.Corpus.Unreadable; len(u) > 0 {
-		fmt.Fprintf(w, "note:    skipped what could not be read: %s\n", strings.Join(u, ", "))
+		fmt.Fprintf(w, "note:    skipped what could not be read: %s\n", listPaths(u))
+	}
+	if s := t.Corpus.Skipped; len(s) > 0 {
+		fmt.Fprintf(w, "note:    skipped %d files that are not text (binary, UTF-16 or UTF-32) or empty: %s\n", len(s), listPaths(s))
 	}
 	if t.Split.Overlap() {
 		fmt.Fprintf(w, "warning: the corpus is so short that a split was widened to one window of ctx+1 bytes; validation overlaps training\n")
