@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

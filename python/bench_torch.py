@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 import torch.nn.functional as F
 

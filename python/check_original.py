@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 
 import reference as ref

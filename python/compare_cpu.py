@@ -31,8 +31,7 @@ def run_ours(binary, preset, threads, steps, warmup, backend="cpu"):
     memory is that preset's) and returns its JSON result; threads 0 means every core."""
     cmd = [binary, "bench", "--backend", backend, "--json", "--threads", str(threads),
            "--presets", preset, "--steps", str(steps), "--warmup", str(warmup)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.splitlines()[0])
+    return json.loads(run(cmd).splitlines()[0])
 
 
 def run_torch(preset, threads, steps, warmup, adamw="auto"):
@@ -41,8 +40,15 @@ def run_torch(preset, threads, steps, warmup, adamw="auto"):
     cmd = [sys.executable, os.path.join(HERE, "bench_torch.py"), "--device", "cpu",
            "--threads", str(threads), "--presets", preset, "--steps", str(steps),
            "--warmup", str(warmup), "--adamw", adamw]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.splitlines()[0])
+    return json.loads(run(cmd).splitlines()[0])
+
+
+def run(cmd):
+    """Runs cmd and returns its output; if it fails, stops with its own error message."""
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"{' '.join(cmd)} failed (exit {e.returncode}):\n{e.stderr.strip()}")
 
 
 def main(argv=None):

@@ -24,6 +24,7 @@ import json
 import math
 import os
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 
 import reference as ref

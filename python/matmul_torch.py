@@ -17,6 +17,7 @@ rounds and its GFLOP/s. Compare with `go test -bench MatMul ./backend/webgpu` an
 import argparse
 import time
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 
 # The training steps' products: the first twelve are BenchmarkMatMulVsPeak's (tiny to huge,

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 import torch.nn.functional as F
 

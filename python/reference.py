@@ -28,6 +28,7 @@ import sys
 from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
 
+import needs  # noqa: F401  (stops with how to install PyTorch when it is missing)
 import torch
 import torch.nn.functional as F
 

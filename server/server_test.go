@@ -820,8 +820,12 @@ func TestImportAndPresets(t *testing.T) {
 	if plan.Params != 366432 || len(plan.Warnings) == 0 || !strings.Contains(plan.Warnings[0], "bytes per parameter") {
 		t.Errorf("plan for a small corpus: %+v", plan)
 	}
+	ts.json("POST", "/api/plan", map[string]any{"preset": "small", "corpus_bytes": 5000}, http.StatusOK, &plan)
+	if plan.CorpusBytes != 5000 || len(plan.Warnings) == 0 {
+		t.Errorf("plan with a corpus size and no corpus kind: %+v", plan)
+	}
 	ts.json("POST", "/api/plan", map[string]any{"preset": "tiny"}, http.StatusOK, &plan)
-	if len(plan.Warnings) != 0 || plan.Backend != "cpu" {
+	if len(plan.Warnings) != 0 || plan.Backend != "cpu" || plan.CorpusBytes != presets.BuiltinBytes {
 		t.Errorf("plan for tiny on the built-in corpus: %+v", plan)
 	}
 	var sys System

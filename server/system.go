@@ -204,7 +204,8 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "corpus_bytes must not be negative, got %d", n)
 		return
 	}
-	if rs.Corpus == "" || rs.Corpus == "builtin" {
+	// A plan with a corpus size is for that text, with or without "corpus": "text".
+	if rs.Corpus == "builtin" || rs.Corpus == "" && n == 0 {
 		n = builtinBytes()
 	}
 	c := opts.Model

@@ -609,7 +609,8 @@ func TestInitFromTakesTheModelsSize(t *testing.T) {
 	base, tuned := filepath.Join(dir, "base.tinygpt"), filepath.Join(dir, "tuned.tinygpt")
 	trainSmall(t, corpus, base)
 	code, out, errOut := tinygpt(t, "", "train", "--init-from", base, "--data", corpus, "--steps", "2", "--eval-every", "0", "--out", tuned)
-	if code != 0 || !strings.Contains(out, "model:   custom (1L d16 1h ctx8 mlp64)") {
+	if code != 0 || !strings.Contains(out, "model:   custom (1L d16 1h ctx8 mlp64)") ||
+		!strings.Contains(out, "init:    weights from "+base+" (step 3, fp32); a new run, with its own settings") {
 		t.Fatalf("--init-from without sizes: exit %d\n%s%s", code, out, errOut)
 	}
 	if f, err := format.ReadFile(tuned); err != nil || f.Header.Config.DModel != 16 || f.Step != 2 {

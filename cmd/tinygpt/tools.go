@@ -356,7 +356,8 @@ func cmdBench(args []string, e *env) error {
 	fs := newFlags(e, "bench", "[--presets a,b,...] [--steps N] [--json]", `
 Times full training steps (forward, backward, AdamW) of each preset on random tokens and prints
 the median ms/step, tokens/s and achieved GFLOP/s (from 6·(matrix parameters)·tokens plus
-attention).
+attention), then the KV-cached decode rate (tokens/s, within the context) and the process's
+peak memory.
 The custom-size flags and --batch time one model instead, as train would build it: the preset
 that --presets names (default small) changed by them.`)
 	presets := fs.String("presets", "tiny,small,medium,large,xl", "comma-separated presets, or all")

@@ -82,6 +82,10 @@ func openBackend(name string, work workload, w io.Writer) (backend.Backend, erro
 		if err != nil {
 			return nil, fmt.Errorf("--backend webgpu: %w; use --backend cpu", err)
 		}
+		if be.Software() {
+			fmt.Fprintf(w, "note:    %s is a software renderer, which runs the GPU's kernels on the CPU, many times slower than --backend cpu\n",
+				strings.TrimPrefix(be.Describe(), "webgpu: "))
+		}
 		return be, nil
 	case "auto":
 		if work.flops > 0 && work.flops < autoGPUWork() {
@@ -241,6 +245,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 	}
 
 	var t *train.Trainer
+	initNote := "" // what a new run's weights came from, with --init-from
 	if *resume != "" {
 		for _, name := range []string{"preset", "layers", "d-model", "heads", "ctx", "batch", "lr", "min-lr", "schedule", "warmup", "dropout", "seed", "init-from", "eval-batches"} {
 			if set[name] {
@@ -339,6 +344,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 			if err := loadInitWeights(t, init, *initFrom); err != nil {
 				return err
 			}
+			initNote = fmt.Sprintf("init:    weights from %s (step %d, %s); a new run, with its own settings\n", *initFrom, init.Step, dtypeName(init))
 		}
 		if *out == "" {
 			if *out, err = freeName(defaultOutName(corpus.Source, opts)); err != nil {
@@ -376,6 +382,7 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
+	fmt.Fprint(e.stdout, initNote)
 	ctx, caught, stop := interruptible(e.stdout, "stopping; a checkpoint is saved once the step under way is done")
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
