@@ -280,6 +280,14 @@ func Async(be Backend) bool {
 	return ok && a.Async()
 }
 
+// OnDevice reports whether be keeps its tensors in memory of its own, outside the host's (the
+// webgpu backend on a hardware GPU): the host then needs none of that memory, and a device
+// short of it says so when the memory is allocated (see Err).
+func OnDevice(be Backend) bool {
+	d, ok := be.(interface{ OnDevice() bool })
+	return ok && d.OnDevice()
+}
+
 // Err returns be's own error, if it keeps one (the webgpu backend: a lost device, out of
 // memory), or nil. After one, be computes nothing: what is read from it is garbage.
 func Err(be Backend) error {

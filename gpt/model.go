@@ -197,6 +197,14 @@ func (m *Model) workspaceFor(B, T int, train bool) *workspace {
 	return ws
 }
 
+// Reserve allocates the workspace of training passes over batches of B×T now, rather than at
+// the first pass, and returns the backend's error (backend.Err): a device without the memory
+// for it says so before any step is taken.
+func (m *Model) Reserve(B, T int) error {
+	m.workspaceFor(B, T, true)
+	return backend.Err(m.be)
+}
+
 // Batch is B sequences of T tokens and, for a loss, the T tokens that follow each position.
 type Batch struct {
 	B, T    int

@@ -21,6 +21,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tinygpt/backend"
+	"tinygpt/backend/cpu"
 	"tinygpt/format"
 	"tinygpt/gpt"
 )
@@ -705,4 +707,39 @@ func TestDownloadTicket(t *testing.T) {
 		t.Errorf("an expired ticket was kept")
 	}
 	ts.json("POST", "/api/runs/0123456789abcdef/ticket", nil, http.StatusNotFound, nil)
+}
+
+// fullGPU is a backend that fails as a GPU without the memory for a run does: the run cannot be
+// set up on it, and it says why.
+type fullGPU struct{ backend.Backend }
+
+func (fullGPU) Err() error { return errors.New("out of GPU memory") }
+func (fullGPU) Close()     {}
+
+// Auto takes the next backend when the first cannot set the run up (a GPU short of memory for
+// it); a run that names the failing backend gets its error.
+func TestAutoPassesOverAFullGPU(t *testing.T) {
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Backends = func() []Backend {
+			return []Backend{{Name: "gpu", Available: true}, {Name: "cpu", Available: true}}
+		}
+		c.Open = func(name string, _ gpt.Config, _ int) (backend.Backend, error) {
+			if name == "gpu" {
+				return fullGPU{cpu.New()}, nil
+			}
+			return cpu.New(), nil
+		}
+	})
+	run := tinyRun(2)
+	run["backend"] = "auto"
+	var start StartResponse
+	ts.json("POST", "/api/runs", run, http.StatusCreated, &start)
+	if st := ts.waitJob(ended); st.State != StatusDone || st.Run.Backend != "cpu" {
+		t.Errorf("auto past a full GPU: state %s on %q, error %q", st.State, st.Run.Backend, st.Run.Error)
+	}
+	run["backend"] = "gpu"
+	status, b := ts.do("POST", "/api/runs", "application/json", strings.NewReader(mustJSON(t, run)))
+	if status != http.StatusBadRequest || !strings.Contains(string(b), "out of GPU memory") {
+		t.Errorf("a run on the full GPU: %d %s", status, b)
+	}
 }

@@ -152,17 +152,25 @@ func autoEvery(steps, lo, hi int) int {
 	return min(max(n, lo), hi)
 }
 
-// openBackend opens the backend picked by name for a model of shape c running tokens
-// positions in a pass, and returns it with its name. For "auto" or "" it tries the available
-// backends in order of preference and takes the first that accepts the model (a GPU refuses
-// one it cannot run).
-func (s *Server) openBackend(name string, c gpt.Config, tokens int) (backend.Backend, string, error) {
+// openBackend opens the named backend for a model of shape c trained on tokens a step ("auto"
+// or "": the first available one that accepts the model), sets the run up on it with build,
+// and returns it and its name. With auto, a backend that fails while build sets the run up (a
+// GPU without the memory for it: only allocating tells) is released and the next one tried. On
+// an error nothing is left open.
+func (s *Server) openBackend(name string, c gpt.Config, tokens int, build func(be backend.Backend, name string) error) (backend.Backend, string, error) {
 	if name != "" && name != "auto" {
 		if _, err := s.pickBackend(name); err != nil {
 			return nil, "", err
 		}
 		be, err := s.cfg.Open(name, c, tokens)
-		return be, name, err
+		if err != nil {
+			return nil, "", err
+		}
+		if err := build(be, name); err != nil {
+			backend.Close(be)
+			return nil, "", err
+		}
+		return be, name, nil
 	}
 	var errs []string
 	for _, b := range s.cfg.Backends() {
@@ -171,7 +179,14 @@ func (s *Server) openBackend(name string, c gpt.Config, tokens int) (backend.Bac
 		}
 		be, err := s.cfg.Open(b.Name, c, tokens)
 		if err == nil {
-			return be, b.Name, nil
+			if err = build(be, b.Name); err == nil {
+				return be, b.Name, nil
+			}
+			berr := backend.Err(be)
+			backend.Close(be)
+			if berr == nil {
+				return nil, "", err // the run's own fault, which no other backend mends
+			}
 		}
 		errs = append(errs, err.Error())
 	}
@@ -372,7 +387,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "the corpus has %d bytes, too short for a context of %d: it needs at least %d bytes", len(corpus.Text), opts.Model.Ctx, opts.Model.Ctx+2)
 		return
 	}
-	be, beName, err := s.openBackend(rs.Backend, opts.Model, opts.Batch*opts.Model.Ctx)
+	var t *train.Trainer
+	be, beName, err := s.openBackend(rs.Backend, opts.Model, opts.Batch*opts.Model.Ctx, func(be backend.Backend, _ string) (err error) {
+		t, err = train.New(be, opts, corpus)
+		return err
+	})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -382,11 +401,6 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 			backend.Close(be)
 		}
 	}()
-	t, err := train.New(be, opts, corpus)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
 	name := cleanName(rs.Name)
 	if name == "" {
 		label := opts.Preset
@@ -502,7 +516,11 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.pickBackend(beName); err != nil {
 		beName = "auto"
 	}
-	be, beName, err := s.openBackend(beName, shape, tokens)
+	var t *train.Trainer
+	be, beName, err := s.openBackend(beName, shape, tokens, func(be backend.Backend, name string) (err error) {
+		t, err = train.Resume(be, f, train.ResumeOptions{Steps: total, Corpus: corpus, Backend: name})
+		return err
+	})
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -513,11 +531,6 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 			backend.Close(be)
 		}
 	}()
-	t, err := train.Resume(be, f, train.ResumeOptions{Steps: total, Corpus: corpus, Backend: beName})
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
 	if t.Opts.EvalEvery == 0 {
 		t.Opts.EvalEvery = autoEvery(t.Opts.Steps-t.Step(), 10, 100)
 	}

@@ -908,13 +908,22 @@ func TestUploadOriginalFiles(t *testing.T) {
 	}
 }
 
-// lostDevice is a backend whose device is lost: its losses come out NaN, as a GPU's reads do
-// after a failure, and Err says why.
-type lostDevice struct{ *cpu.Backend }
+// lostDevice is a backend whose device is lost at the first loss it computes: its losses come
+// out NaN, as a GPU's reads do after a failure, and Err says why from then on.
+type lostDevice struct {
+	*cpu.Backend
+	lost *atomic.Bool
+}
 
-func (lostDevice) Err() error { return errors.New("webgpu: device lost") }
+func (b lostDevice) Err() error {
+	if b.lost.Load() {
+		return errors.New("webgpu: device lost")
+	}
+	return nil
+}
 
 func (b lostDevice) CrossEntropy(losses, dlogits, logits, targets backend.Tensor, N, V int, scale float32) {
+	b.lost.Store(true)
 	b.Backend.CrossEntropy(losses, dlogits, logits, targets, N, V, scale)
 	nan := make([]float32, N)
 	for i := range nan {
@@ -933,7 +942,7 @@ func TestBackendFailureReported(t *testing.T) {
 		}
 		c.Open = func(name string, _ gpt.Config, _ int) (backend.Backend, error) {
 			if name == "gpu" && lost.Load() {
-				return lostDevice{cpu.New()}, nil
+				return lostDevice{cpu.New(), new(atomic.Bool)}, nil
 			}
 			return cpu.New(), nil
 		}

@@ -97,7 +97,7 @@ func Bench(be backend.Backend, p gpt.Preset, warmup, steps int, minWarmup time.D
 	if steps < 1 {
 		return BenchResult{}, fmt.Errorf("bench needs at least one timed step")
 	}
-	if err := gpt.CheckMemory(gpt.MemoryEstimate(p.Config, p.Batch, p.Ctx, true), "preset "+p.Name); err != nil {
+	if err := checkTrainMemory(be, Options{Model: p.Config, Batch: p.Batch}); err != nil {
 		return BenchResult{}, err
 	}
 	resetPeakRSS() // not the presets' before

@@ -15,6 +15,9 @@ func LoadModel(be backend.Backend, f *format.File, batch int) (*gpt.Model, error
 		return nil, err
 	}
 	need := gpt.MemoryEstimate(c, batch, c.Ctx, false) + gpt.MemoryEstimate(c, 1, c.Ctx, false)
+	if backend.OnDevice(be) {
+		need = 0 // all on the device, which says so if it is short of memory
+	}
 	if err := gpt.CheckMemory(need, "model "+c.String()); err != nil {
 		return nil, err
 	}

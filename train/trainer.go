@@ -141,7 +141,7 @@ func New(be backend.Backend, opts Options, corpus data.Corpus) (*Trainer, error)
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkTrainMemory(opts); err != nil {
+	if err := checkTrainMemory(be, opts); err != nil {
 		return nil, err
 	}
 	m, err := gpt.New(be, opts.Model)
@@ -161,6 +161,10 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 	}
 	o := NewOptimizer(m)
 	o.Clip, o.WeightDecay = float32(opts.Clip), float32(opts.WeightDecay)
+	// The activations too, now: a GPU short of memory for the run says so before it starts.
+	if err := m.Reserve(opts.Batch, opts.Model.Ctx); err != nil {
+		return nil, err
+	}
 	n := opts.Batch * opts.Model.Ctx
 	return &Trainer{Opts: opts, Model: m, Optim: o, Corpus: corpus, Split: split,
 		inputs: make([]int32, n), targets: make([]int32, n), sched: opts.LRSchedule(),
@@ -205,7 +209,7 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("settings in the file: %w", err)
 	}
-	if err := checkTrainMemory(opts); err != nil {
+	if err := checkTrainMemory(be, opts); err != nil {
 		return nil, err
 	}
 	var corpus data.Corpus
@@ -261,8 +265,15 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 	return t, nil
 }
 
-func checkTrainMemory(o Options) error {
-	return gpt.CheckMemory(TrainMemory(o.Model, o.Batch), fmt.Sprintf("training %s with batch %d", o.Model, o.Batch))
+func checkTrainMemory(be backend.Backend, o Options) error {
+	what := fmt.Sprintf("training %s with batch %d", o.Model, o.Batch)
+	if backend.OnDevice(be) {
+		// The device holds the model, its gradients, moments and activations (a device short
+		// of memory for them says so when the run reserves them, gpt.Model.Reserve); the host
+		// a copy of the weights and moments while a checkpoint is written.
+		return gpt.CheckMemory(12*int64(o.Model.NumParams()), what)
+	}
+	return gpt.CheckMemory(TrainMemory(o.Model, o.Batch), what)
 }
 
 // TrainMemory is the number of bytes training a model of shape c with batch sequences needs:

@@ -276,6 +276,10 @@ func (be *Backend) Name() string { return "webgpu" }
 // Async reports that the backend runs kernels after their calls return (see backend.Async).
 func (be *Backend) Async() bool { return true }
 
+// OnDevice reports whether the backend's tensors live in memory of the GPU's own (see
+// backend.OnDevice): on a hardware GPU; a software renderer's memory is the host's.
+func (be *Backend) OnDevice() bool { return !be.Software() }
+
 // Describe implements backend.Backend.
 func (be *Backend) Describe() string {
 	i := be.dev.Info()

@@ -177,6 +177,21 @@ func backendFailure(be backend.Backend, err error, hint string) error {
 	return err
 }
 
+// autoFallback runs build, which sets a run up on *be. When auto put the run on a GPU that then
+// failed while setting it up (short of memory for it: only allocating tells), it says so,
+// releases the GPU and runs build again on the CPU, as auto would have chosen had it known.
+func autoFallback(e *env, name string, be *backend.Backend, build func() error) error {
+	err := build()
+	berr := backend.Err(*be)
+	if err == nil || name != "auto" || berr == nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "backend auto: cpu (the GPU could not set the run up: %v)\n", berr)
+	backend.Close(*be)
+	*be = cpu.New()
+	return build()
+}
+
 func presetNames() string {
 	var names []string
 	for _, p := range gpt.Presets {
@@ -263,9 +278,12 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		if err := open(fileConfig(f), fc.BatchSize); err != nil {
 			return err
 		}
-		t, err = train.Resume(be, f, train.ResumeOptions{Steps: *steps, Corpus: corpus})
+		err = autoFallback(e, *backendName, &be, func() (err error) {
+			t, err = train.Resume(be, f, train.ResumeOptions{Steps: *steps, Corpus: corpus})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("resuming %s: %w", *resume, err)
+			return fmt.Errorf("resuming %s: %w", *resume, backendFailure(be, err, ""))
 		}
 		if set["steps"] && (*steps < 1 || *steps > train.MaxSteps) {
 			return fmt.Errorf("--steps must be between 1 and %d", train.MaxSteps)
@@ -336,7 +354,10 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 		if n := opts.Model.NumParams(); n >= slowInitParams {
 			fmt.Fprintf(e.stdout, "initialising %s parameters...\n", commas(n))
 		}
-		t, err = train.New(be, opts, *corpus)
+		err = autoFallback(e, *backendName, &be, func() (err error) {
+			t, err = train.New(be, opts, *corpus)
+			return err
+		})
 		if err != nil {
 			return backendFailure(be, err, "")
 		}
