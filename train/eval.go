@@ -14,7 +14,9 @@ import (
 // windows share one byte, so every byte after the first is predicted once); bytes after the
 // last whole window are not used. It is deterministic, so models
 // and tools can be compared on it. batch windows run at a time.
-func ExactLoss(m *gpt.Model, text []byte, batch int) (loss float64, windows int, err error) {
+//
+// progress, if not nil, is called after each pass with the windows done so far and in all.
+func ExactLoss(m *gpt.Model, text []byte, batch int, progress func(done, total int)) (loss float64, windows int, err error) {
 	T := m.Config.Ctx
 	windows = 0
 	if len(text) >= T+1 {
@@ -41,6 +43,9 @@ func ExactLoss(m *gpt.Model, text []byte, batch int) (loss float64, windows int,
 			return 0, 0, err
 		}
 		sum += l * float64(B)
+		if progress != nil {
+			progress(w0+B, windows)
+		}
 	}
 	return sum / float64(windows), windows, nil
 }

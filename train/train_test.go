@@ -352,15 +352,19 @@ func TestExactLoss(t *testing.T) {
 	o := smallOptions()
 	tr, _ := New(cpu.New(), o, testCorpus(2000))
 	text := testCorpus(16*10 + 5).Text
-	l1, n1, err := ExactLoss(tr.Model, text, 3)
+	var calls []string
+	l1, n1, err := ExactLoss(tr.Model, text, 3, func(done, total int) { calls = append(calls, fmt.Sprint(done, "/", total)) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	l2, n2, _ := ExactLoss(tr.Model, text, 16)
+	l2, n2, _ := ExactLoss(tr.Model, text, 16, nil)
 	if n1 != 10 || n2 != 10 || math.Abs(l1-l2) > 1e-6 {
 		t.Errorf("batch 3: %v over %d windows; batch 16: %v over %d", l1, n1, l2, n2)
 	}
-	if _, _, err := ExactLoss(tr.Model, text[:16], 4); err == nil {
+	if got := strings.Join(calls, " "); got != "3/10 6/10 9/10 10/10" {
+		t.Errorf("progress reported %s", got)
+	}
+	if _, _, err := ExactLoss(tr.Model, text[:16], 4, nil); err == nil {
 		t.Error("a text shorter than one window was accepted")
 	}
 }

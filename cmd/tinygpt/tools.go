@@ -118,7 +118,20 @@ corpus stored in the model file.`)
 		return fmt.Errorf("%s: %w", *modelPath, err)
 	}
 	start := time.Now()
-	loss, windows, err := train.ExactLoss(m, text, *batch)
+	var progress func(done, total int)
+	if e.tty { // a long split takes minutes: say how far it is
+		var last time.Time
+		progress = func(done, total int) {
+			if time.Since(last) >= 250*time.Millisecond {
+				last = time.Now()
+				fmt.Fprintf(e.stdout, "\r\033[Kevaluating: %d%% (%s of %s windows)", 100*done/total, commas(done), commas(total))
+			}
+		}
+	}
+	loss, windows, err := train.ExactLoss(m, text, *batch, progress)
+	if progress != nil {
+		fmt.Fprint(e.stdout, "\r\033[K")
+	}
 	if err := backendFailure(be, nil, ""); err != nil {
 		return err // the loss was computed from garbage
 	}
