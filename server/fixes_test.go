@@ -743,3 +743,21 @@ func TestAutoPassesOverAFullGPU(t *testing.T) {
 		t.Errorf("a run on the full GPU: %d %s", status, b)
 	}
 }
+
+// A plan and a start warn when the data directory's disk has no room for a checkpoint.
+func TestDiskFullWarned(t *testing.T) {
+	defer func(f func(string) (int64, bool)) { diskFree = f }(diskFree)
+	diskFree = func(string) (int64, bool) { return 100 << 10, true }
+	ts := newTestServer(t, "", nil)
+	var plan Plan
+	ts.json("POST", "/api/plan", map[string]any{"preset": "tiny"}, http.StatusOK, &plan)
+	if len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "has 100 KB free, less than a checkpoint of this model's 1.6 MB") {
+		t.Errorf("plan's warnings: %q", plan.Warnings)
+	}
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(1), http.StatusCreated, &start)
+	if len(start.Warnings) == 0 || !strings.Contains(start.Warnings[len(start.Warnings)-1], "100 KB free") {
+		t.Errorf("start's warnings: %q", start.Warnings)
+	}
+	ts.waitJob(ended)
+}

@@ -424,7 +424,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	j := s.startJob(t, run, beName, rs.sampleEvery(opts.Steps), false)
 	s.mu.Unlock()
 	st := j.snapshotState()
-	writeJSON(w, http.StatusCreated, StartResponse{Run: st.Run, Warnings: planWarnings(opts, len(corpus.Text))})
+	writeJSON(w, http.StatusCreated, StartResponse{Run: st.Run, Warnings: s.runWarnings(opts, len(corpus.Text))})
 }
 
 // mayStartLocked reports whether a training job may start now: not while the server shuts

@@ -11,6 +11,7 @@ import (
 
 	"tinygpt/data"
 	"tinygpt/gpt"
+	"tinygpt/internal/disk"
 	"tinygpt/train"
 )
 
@@ -212,7 +213,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	p := Plan{Estimate: s.estimate(c, opts.Batch, opts.Steps, opts.EvalEvery, opts.EvalBatches),
 		Config: ModelConfig{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp},
 		Batch:  opts.Batch, Steps: opts.Steps, LR: opts.LR, EvalEvery: opts.EvalEvery,
-		SampleEvery: rs.sampleEvery(opts.Steps), Backend: be, CorpusBytes: n, Warnings: planWarnings(opts, n)}
+		SampleEvery: rs.sampleEvery(opts.Steps), Backend: be, CorpusBytes: n, Warnings: s.runWarnings(opts, n)}
 	if err := gpt.CheckMemory(p.MemoryBytes, "this model"); err != nil {
 		p.Warnings = append(p.Warnings, err.Error())
 	}
@@ -222,6 +223,21 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 // MinBytesPerParam is the corpus size per parameter below which a run is warned that the model
 // can memorise its training text rather than learn from it.
 const MinBytesPerParam = 1.0
+
+// runWarnings is planWarnings, and a warning when the data directory's disk has no room for a
+// checkpoint of the run (weights, both moments and the corpus it stores).
+func (s *Server) runWarnings(o train.Options, corpusBytes int) []string {
+	w := planWarnings(o, corpusBytes)
+	need := 12*int64(o.Model.NumParams()) + int64(min(corpusBytes, train.MaxStoredCorpus))
+	if free, ok := diskFree(s.cfg.Dir); ok && free < need {
+		w = append(w, fmt.Sprintf("The disk holding the playground's runs has %s free, less than a checkpoint of this model's %s: "+
+			"saving will fail until there is room (training goes on).", disk.Size(free), disk.Size(need)))
+	}
+	return w
+}
+
+// diskFree is disk.Free, which tests replace.
+var diskFree = disk.Free
 
 // planWarnings says what is likely to go wrong with a run before it starts.
 func planWarnings(o train.Options, corpusBytes int) []string {

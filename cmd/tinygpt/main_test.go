@@ -621,3 +621,19 @@ func TestInitFromTakesTheModelsSize(t *testing.T) {
 		t.Errorf("--init-from with another size: exit %d, %s", code, errOut)
 	}
 }
+
+// A run whose checkpoints the disk has no room for is warned before it starts.
+func TestDiskFullWarned(t *testing.T) {
+	defer func(f func(string) (int64, bool)) { diskFree = f }(diskFree)
+	diskFree = func(string) (int64, bool) { return 3 << 20, true }
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.tinygpt")
+	code, stdout, stderr := tinygpt(t, "", "train", "--preset", "small", "--steps", "1", "--eval-every", "0", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "warning: the disk holding "+out+" has 3.0 MB free, less than a checkpoint's 5.0 MB") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	diskFree = func(string) (int64, bool) { return 1 << 40, true }
+	if code, stdout, stderr := tinygpt(t, "", "train", "--preset", "small", "--steps", "1", "--eval-every", "0", "--out", out); code != 0 || strings.Contains(stderr, "warning: the disk") {
+		t.Errorf("with room: exit %d\n%s%s", code, stdout, stderr)
+	}
+}

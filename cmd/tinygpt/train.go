@@ -24,6 +24,7 @@ import (
 	"tinygpt/data"
 	"tinygpt/format"
 	"tinygpt/gpt"
+	"tinygpt/internal/disk"
 	"tinygpt/train"
 )
 
@@ -176,6 +177,9 @@ func backendFailure(be backend.Backend, err error, hint string) error {
 	}
 	return err
 }
+
+// diskFree is disk.Free, which tests replace.
+var diskFree = disk.Free
 
 // autoFallback runs build, which sets a run up on *be. When auto put the run on a GPU that then
 // failed while setting it up (short of memory for it: only allocating tells), it says so,
@@ -404,6 +408,15 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 	}
 	describeRun(e.stdout, t, be, saving)
 	fmt.Fprint(e.stdout, initNote)
+	// A run of hours should not learn at its first checkpoint that there is no room for it.
+	need := checkpointBytes(t.Opts.Model)
+	if t.CorpusStored() {
+		need += int64(len(t.Corpus.Text))
+	}
+	if free, ok := diskFree(filepath.Dir(*out)); ok && free < need {
+		fmt.Fprintf(e.stderr, "warning: the disk holding %s has %s free, less than a checkpoint's %s: saving will fail until there is room "+
+			"(training goes on, and its last state then goes to the temporary folder)\n", *out, disk.Size(free), disk.Size(need))
+	}
 	ctx, caught, stop := interruptible(e.stdout, "stopping; a checkpoint is saved once the step under way is done")
 	defer stop()
 	p := newProgress(e, t.Opts.Steps, logw)
