@@ -221,6 +221,12 @@ func TestReadAndReadFile(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), path+": format: ") || !errors.As(err, &fe) {
 		t.Errorf("ReadFile of a cut file: %v", err)
 	}
+	// A file of /proc says it is empty and holds data all the same.
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		if _, err := ReadFile("/proc/self/status"); err == nil || !strings.Contains(err.Error(), "gives its size as 0 but it holds data") {
+			t.Errorf("ReadFile of a /proc file: %v", err)
+		}
+	}
 	if _, err := ReadFile(filepath.Join(dir, "missing.tinygpt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v", err)
 	}

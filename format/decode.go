@@ -342,6 +342,12 @@ func ReadFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi.Size() == 0 {
+		// The files of /proc and /sys say they are empty and hold text all the same.
+		if n, _ := file.Read(make([]byte, 1)); n > 0 {
+			return nil, fmt.Errorf("%s: the system gives its size as 0 but it holds data (a file of /proc or /sys?), so not a model file", path)
+		}
+	}
 	f, err := decode(file, fi.Size())
 	if err == nil {
 		if n, _ := file.Read(make([]byte, 1)); n > 0 {
