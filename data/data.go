@@ -16,7 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"tinygpt/data/builtin"
 )
@@ -123,11 +125,16 @@ func readFile(path string, size, limit int64) ([]byte, notText, error) {
 // one buffer as it filled took up to four times. A NUL byte anywhere makes the whole not text
 // (binary data after text: a log padded with NULs, a script carrying a payload).
 func readText(r io.Reader, size, limit int64) ([]byte, notText, error) {
-	head := make([]byte, binaryHead)
+	want := int64(binaryHead)
+	if size > 0 && size < binaryHead {
+		want = size + 1 // a small file: a buffer of its size (and a byte to see the end)
+	}
+	head := make([]byte, want)
 	n, err := io.ReadFull(r, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, notText{}, err
 	}
+	whole := n < len(head)
 	head = head[:n]
 	if nt := sniff(head); nt.kind != "" {
 		return nil, nt, nil
@@ -135,7 +142,7 @@ func readText(r io.Reader, size, limit int64) ([]byte, notText, error) {
 	if int64(n) > limit || size > limit {
 		return nil, notText{}, errTooBig
 	}
-	if n < binaryHead { // the whole stream
+	if whole {
 		return head, notText{}, nil
 	}
 	room := int64(2 * binaryHead)
@@ -266,7 +273,7 @@ func loadDir(root, glob string) (Corpus, error) {
 		case errors.Is(err, fs.ErrPermission):
 			unreadable = append(unreadable, p) // skipped, as an unreadable folder is
 		case errors.Is(err, errTooBig):
-			return Corpus{}, fmt.Errorf("the text files under %s add up to more than the %s limit of a corpus (reached with %s): pick fewer with --glob, or a smaller folder", root, maxCorpus, p)
+			return Corpus{}, fmt.Errorf("the text files under %s add up to more than the %s limit of a corpus (reached with %s): pick fewer with --glob, or a smaller folder", root, maxCorpus, showPath(p))
 		default:
 			return Corpus{}, err
 		}
@@ -280,7 +287,7 @@ func loadDir(root, glob string) (Corpus, error) {
 			what = fmt.Sprintf("%s with text (%d binary, UTF-16, UTF-32 or empty files skipped)", what, len(skipped))
 		}
 		if len(unreadable) > 0 {
-			what = fmt.Sprintf("%s (could not read: %s)", what, strings.Join(unreadable, ", "))
+			what = fmt.Sprintf("%s (could not read: %s)", what, listPaths(unreadable))
 		}
 		return Corpus{}, fmt.Errorf("directory %s has %s", root, what)
 	}
@@ -297,6 +304,32 @@ func loadDir(root, glob string) (Corpus, error) {
 		}
 	}
 	return Corpus{Text: text, Source: root, Files: len(texts), Unreadable: unreadable, Skipped: skipped}, nil
+}
+
+// listPaths lists the first few of paths for a message (showPath), and how many more there are.
+func listPaths(paths []string) string {
+	const shown = 5
+	list := make([]string, 0, shown)
+	for _, p := range paths[:min(len(paths), shown)] {
+		list = append(list, showPath(p))
+	}
+	s := strings.Join(list, ", ")
+	if len(paths) > shown {
+		s += fmt.Sprintf(" and %d more", len(paths)-shown)
+	}
+	return s
+}
+
+// showPath returns p for a message: as it is, or quoted with its escapes where it holds a
+// character that is not printable (a file name can hold any byte but / and NUL, terminal
+// controls included).
+func showPath(p string) string {
+	for _, r := range p {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(p)
+		}
+	}
+	return p
 }
 
 // A notText says why bytes are not text to train on: kind is "binary", "UTF-16" or "UTF-32",

@@ -267,8 +267,20 @@ func TestReadTextStopsEarly(t *testing.T) {
 			if err != nil || nt.kind != "" || string(got) != want {
 				t.Errorf("%d bytes of text, size %d: got %d bytes, %+v, err %v", n, size, len(got), nt, err)
 			}
-			if size > binaryHead && cap(got) != n+1 {
+			if size > 0 && cap(got) != n+1 {
 				t.Errorf("%d bytes of text of known size: read into %d bytes, want one buffer of the size (and a byte to see the end)", n, cap(got))
+			}
+		}
+	}
+}
+
+// A file that grew since its size was read is read whole, whatever its size said.
+func TestReadTextGrown(t *testing.T) {
+	for _, n := range []int{20, 3 * binaryHead} {
+		want := strings.Repeat("x", n)
+		for _, size := range []int64{10, binaryHead + 3} {
+			if got, _, err := readText(strings.NewReader(want), size, MaxCorpusBytes); err != nil || string(got) != want {
+				t.Errorf("%d bytes, size %d: got %d bytes, %v", n, size, len(got), err)
 			}
 		}
 	}

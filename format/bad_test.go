@@ -178,6 +178,13 @@ func TestReadHeader(t *testing.T) {
 	}
 }
 
+// A negative size, which no file has, is an error, not a panic.
+func TestReadHeaderNegativeSize(t *testing.T) {
+	if _, err := ReadHeader(bytes.NewReader(nil), -1); err == nil {
+		t.Error("ReadHeader of size -1 succeeded")
+	}
+}
+
 var itoa = strconv.Itoa
 
 // TestDecodeTruncated cuts valid files at every length; each must fail

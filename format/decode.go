@@ -72,6 +72,9 @@ func decode(r io.Reader, size int64) (*File, error) {
 // error about the content is a *[FormatError].
 func ReadHeader(r io.Reader, size int64) (*File, error) {
 	var prefix [prefixLen]byte
+	if size < 0 {
+		return nil, fmt.Errorf("format: a file cannot be %d bytes long", size)
+	}
 	if size < prefixLen {
 		n, _ := io.ReadFull(r, prefix[:size])
 		if n >= 4 && string(prefix[:4]) != Magic {

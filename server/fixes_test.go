@@ -587,12 +587,21 @@ func TestDownloads(t *testing.T) {
 	if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(stored)) {
 		t.Errorf("full download's Content-Length %q, want %d", cl, len(stored))
 	}
-	resp, b, err = get(context.Background(), "?format=full", map[string]string{"Range": "bytes=4-11"})
+	etag := resp.Header.Get("ETag")
+	if !strings.HasPrefix(etag, `"0-`+strconv.Itoa(len(stored))+"-") || resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("Last-Modified") != "" {
+		t.Errorf("full download's ETag %q, Cache-Control %q, Last-Modified %q", etag, resp.Header.Get("Cache-Control"), resp.Header.Get("Last-Modified"))
+	}
+	resp, b, err = get(context.Background(), "?format=full", map[string]string{"Range": "bytes=4-11", "If-Range": etag})
 	if err != nil || resp.StatusCode != http.StatusPartialContent || !bytes.Equal(b, stored[4:12]) {
 		t.Errorf("a range of the full download: %v, status %d, %q, want %q", err, resp.StatusCode, b, stored[4:12])
 	}
+	// A resumed download of another checkpoint gets the whole file, not a piece of this one.
+	resp, b, err = get(context.Background(), "", map[string]string{"Range": "bytes=4-11", "If-Range": `"7-1-1"`})
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(b, stored) {
+		t.Errorf("a range for another checkpoint: %v, status %d, %d bytes", err, resp.StatusCode, len(b))
+	}
 
-	// A conversion waits for the one in progress (held here) and gives up when its client does.
+	// A conversion waits for the one in progress (held here): its client's own deadline ends it.
 	ts.s.conversions <- struct{}{}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	_, _, err = get(ctx, "?format=int4", nil)
@@ -656,6 +665,10 @@ func TestImportCleansHeader(t *testing.T) {
 	}
 	if run.Corpus.Source != "notes.txt" || run.Corpus.Bytes != 0 {
 		t.Errorf("imported corpus %+v", run.Corpus)
+	}
+	// The joiners emoji and several scripts are written with stay.
+	if got := cleanName("\U0001F469\u200d\U0001F4BB \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"); got != "\U0001F469\u200d\U0001F4BB \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645" {
+		t.Errorf("cleanName took the joiners out: %q", got)
 	}
 }
 
@@ -760,4 +773,27 @@ func TestDiskFullWarned(t *testing.T) {
 		t.Errorf("start's warnings: %q", start.Warnings)
 	}
 	ts.waitJob(ended)
+}
+
+// A plan on a backend with memory of its own (a hardware GPU) checks the host's memory only for
+// the host's share of the run, as training does; on the CPU, for all of it.
+func TestPlanOwnMemory(t *testing.T) {
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Backends = func() []Backend {
+			return []Backend{{Name: "gpu", Available: true, OwnMemory: true}, {Name: "cpu", Available: true}}
+		}
+	})
+	settings := map[string]any{"preset": "custom", "layers": 8, "d_model": 512, "ctx": 1024, "batch": 4096}
+	for _, c := range []struct {
+		backend string
+		warned  bool
+	}{{"gpu", false}, {"cpu", true}} {
+		settings["backend"] = c.backend
+		var plan Plan
+		ts.json("POST", "/api/plan", settings, http.StatusOK, &plan)
+		warned := strings.Contains(strings.Join(plan.Warnings, " "), "more than this machine's")
+		if warned != c.warned {
+			t.Errorf("%s: warnings %q, want the host's memory warned of: %v", c.backend, plan.Warnings, c.warned)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,8 +185,8 @@ func (s *Server) openBackend(name string, c gpt.Config, tokens int, build func(b
 			}
 			berr := backend.Err(be)
 			backend.Close(be)
-			if berr == nil {
-				return nil, "", err // the run's own fault, which no other backend mends
+			if berr == nil { // the run's own fault, which no other backend mends
+				return nil, "", errors.New(strings.Join(append(errs, err.Error()), "; "))
 			}
 		}
 		errs = append(errs, err.Error())
@@ -481,7 +482,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		httpError(w, http.StatusConflict, "the run's checkpoint is not readable: %v", fileError(err))
+		s.checkpointError(w, run, http.StatusConflict, err)
 		return
 	}
 	if f.M == nil {
@@ -489,17 +490,20 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := int(f.Step) + req.Steps
-	if total > maxSteps {
-		httpError(w, http.StatusBadRequest, "a run trains at most %d steps here and this one is at step %d, so it can take at most %d more; "+
-			"to train longer, continue it on the command line: tinygpt train --resume FILE --steps N", maxSteps, f.Step, max(maxSteps-int(f.Step), 0))
-		return
-	}
 	if req.Steps == 0 {
 		if int(f.Step) >= f.Header.Config.MaxSteps {
 			httpError(w, http.StatusBadRequest, "the run has trained all its %d steps; ask for more steps", f.Step)
 			return
 		}
-		total = 0 // keep the planned total
+		total = f.Header.Config.MaxSteps // the planned total
+	}
+	if total > maxSteps {
+		httpError(w, http.StatusBadRequest, "a run trains at most %d steps here, and this one would reach step %d; "+
+			"to train longer, continue it on the command line: tinygpt train --resume FILE --steps N", maxSteps, total)
+		return
+	}
+	if req.Steps == 0 {
+		total = 0 // Resume keeps the planned total
 	}
 	var corpus *data.Corpus
 	if b, err := os.ReadFile(s.store.corpusPath(run.ID)); err == nil {
@@ -685,7 +689,7 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	case r.Context().Err() != nil:
 		return // the client has gone
 	case err != nil:
-		httpError(w, http.StatusInternalServerError, "%v", err)
+		s.checkpointError(w, run, http.StatusInternalServerError, err)
 		return
 	}
 	setAttachment(w, name)
@@ -694,30 +698,48 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 }
 
 // sendCheckpoint sends the run's checkpoint file as stored. The file stays open while it is
-// sent, so a checkpoint saved meanwhile (a new file renamed over the old) does not mix into it.
+// sent, so a checkpoint saved meanwhile (a new file renamed over the old) does not mix into it;
+// it is opened through os.OpenInRoot, which on Windows lets that rename happen (os.Open would
+// hold the file, and the run's saves would fail, for as long as the download lasts). Its ETag
+// names this checkpoint (step, size, time to the nanosecond), so a resumed download (a range
+// with If-Range) never joins two of them.
 func (s *Server) sendCheckpoint(w http.ResponseWriter, r *http.Request, run *Run) {
-	file, err := os.Open(s.store.modelPath(run.ID))
-	if err != nil {
+	path := s.store.modelPath(run.ID)
+	file, err := os.OpenInRoot(filepath.Dir(path), filepath.Base(path))
+	if errors.Is(err, fs.ErrNotExist) {
 		httpError(w, http.StatusConflict, "the run has no checkpoint yet")
 		return
 	}
-	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
-		return
+	var head *format.File
+	var fi os.FileInfo
+	if err == nil {
+		defer file.Close()
+		if fi, err = file.Stat(); err == nil {
+			if head, err = format.ReadHeader(file, fi.Size()); err == nil {
+				_, err = file.Seek(0, io.SeekStart)
+			}
+		}
 	}
-	head, err := format.ReadHeader(file, fi.Size())
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
-		return
-	}
-	if _, err := file.Seek(0, io.SeekStart); err != nil {
-		httpError(w, http.StatusInternalServerError, "reading the checkpoint: %v", err)
+		s.checkpointError(w, run, http.StatusInternalServerError, err)
 		return
 	}
 	setAttachment(w, fmt.Sprintf("%s-step%d.tinygpt", fileName(run.Name), head.Step))
-	http.ServeContent(w, r, "", fi.ModTime(), file) // with Content-Length, and ranges for resumed downloads
+	w.Header().Set("ETag", fmt.Sprintf(`"%d-%d-%d"`, head.Step, fi.Size(), fi.ModTime().UnixNano()))
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, "", time.Time{}, file) // with Content-Length, and ranges for resumed downloads
+}
+
+// checkpointError answers a request whose run's checkpoint could not be read: what is wrong
+// with the file where the format says, else (the system's errors name the server's paths) a
+// general message, the details going to the server's log.
+func (s *Server) checkpointError(w http.ResponseWriter, run *Run, status int, err error) {
+	if fe, ok := errors.AsType[*format.FormatError](err); ok {
+		httpError(w, status, "the run's checkpoint is not readable: %v", fe)
+		return
+	}
+	s.cfg.Logf("tinygpt serve: run %s: reading its checkpoint: %v", run.ID, err)
+	httpError(w, status, "the run's checkpoint could not be read (the server's log says why)")
 }
 
 // convertCheckpoint returns the run's checkpoint converted to kind (fp16 or int4), encoded, and
@@ -730,11 +752,8 @@ func (s *Server) convertCheckpoint(ctx context.Context, run *Run, kind string) (
 		return nil, "", ctx.Err()
 	}
 	f, err := format.ReadFile(s.store.modelPath(run.ID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", err
-	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading the checkpoint: %w", fileError(err))
+		return nil, "", err
 	}
 	name := fmt.Sprintf("%s-step%d", fileName(run.Name), f.Step)
 	if kind == "fp16" {
@@ -744,18 +763,9 @@ func (s *Server) convertCheckpoint(ctx context.Context, run *Run, kind string) (
 	}
 	body, err := format.Encode(f)
 	if err != nil {
-		return nil, "", fmt.Errorf("converting: %w", err)
+		return nil, "", err
 	}
 	return body, name + "." + kind + ".tinygpt", nil
-}
-
-// fileError returns what a model file's error says about the file itself, without the server's
-// paths, where it is a *format.FormatError, else err.
-func fileError(err error) error {
-	if fe, ok := errors.AsType[*format.FormatError](err); ok {
-		return fe
-	}
-	return err
 }
 
 // TicketResponse is the answer to POST /api/runs/{id}/ticket.

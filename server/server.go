@@ -48,6 +48,10 @@ type Backend struct {
 	Available bool   `json:"available"`      // it can be chosen
 	Detail    string `json:"detail"`         // what it runs on: the CPU, the GPU adapter
 	Note      string `json:"note,omitempty"` // why it is not available, or a remark on when it pays
+	// OwnMemory says that the backend keeps a run's tensors in memory of its own (a hardware
+	// GPU's), so the host needs only a copy of the weights and moments while a checkpoint is
+	// written.
+	OwnMemory bool `json:"own_memory,omitempty"`
 }
 
 // Config configures a Server.

@@ -519,7 +519,7 @@ func TestBadInput(t *testing.T) {
 		{"inspect empty", "POST", "/api/runs/" + id + "/inspect", "application/json", `{"text":""}`, 400, "empty"},
 		{"continue negative", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":-5}`, 400, "steps"},
 		{"continue finished", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":0}`, 400, "all its 2 steps"},
-		{"continue past the cap", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":999999}`, 400, "at step 2, so it can take at most 999998 more"},
+		{"continue past the cap", "POST", "/api/runs/" + id + "/continue", "application/json", `{"steps":999999}`, 400, "at most 1000000 steps here, and this one would reach step 1000001"},
 		{"corrupt model", "POST", "/api/runs/import", "application/octet-stream", "TGPT\x02\x00\x00\x00\xff\xff\xff\x7f{", 400, "not a usable .tinygpt"},
 		{"empty model", "POST", "/api/runs/import", "application/octet-stream", "", 400, "empty"},
 		{"oversized model", "POST", "/api/runs/import", "application/octet-stream", "TGPT" + strings.Repeat("x", 5000), 413, "larger than the limit"},

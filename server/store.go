@@ -356,14 +356,15 @@ func downsample(h []format.LossPoint, n int) []format.LossPoint {
 }
 
 // cleanName makes a user-given name safe to show: printable, one line, at most 80 characters,
-// and without the invisible format characters (Unicode's Cf: bidirectional overrides, which
-// show the rest of a line reversed, zero-width spaces) that would make it look like another.
+// and without the invisible characters that would make it look like another: the bidirectional
+// controls (an override shows the rest of a line reversed), zero-width spaces and byte-order
+// marks. The zero-width joiners, which emoji and several scripts need, stay.
 func cleanName(s string) string {
 	s = strings.Map(func(r rune) rune {
 		switch {
 		case unicode.IsControl(r):
 			return ' '
-		case unicode.Is(unicode.Cf, r):
+		case unicode.Is(unicode.Bidi_Control, r), r == '\u200b', r == '\ufeff':
 			return -1
 		}
 		return r

@@ -214,7 +214,11 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		Config: ModelConfig{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp},
 		Batch:  opts.Batch, Steps: opts.Steps, LR: opts.LR, EvalEvery: opts.EvalEvery,
 		SampleEvery: rs.sampleEvery(opts.Steps), Backend: be, CorpusBytes: n, Warnings: s.runWarnings(opts, n)}
-	if err := gpt.CheckMemory(p.MemoryBytes, "this model"); err != nil {
+	need := p.MemoryBytes
+	if s.ownMemory(be) {
+		need = 12 * int64(c.NumParams()) // see train's check of a run on a device of its own
+	}
+	if err := gpt.CheckMemory(need, "this model"); err != nil {
 		p.Warnings = append(p.Warnings, err.Error())
 	}
 	writeJSON(w, http.StatusOK, p)
@@ -223,6 +227,16 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 // MinBytesPerParam is the corpus size per parameter below which a run is warned that the model
 // can memorise its training text rather than learn from it.
 const MinBytesPerParam = 1.0
+
+// ownMemory reports whether the backend named keeps a run's tensors in memory of its own.
+func (s *Server) ownMemory(name string) bool {
+	for _, b := range s.cfg.Backends() {
+		if b.Name == name {
+			return b.OwnMemory
+		}
+	}
+	return false
+}
 
 // runWarnings is planWarnings, and a warning when the data directory's disk has no room for a
 // checkpoint of the run (weights, both moments and the corpus it stores).

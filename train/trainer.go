@@ -171,13 +171,14 @@ func newTrainer(m *gpt.Model, opts Options, corpus data.Corpus) (*Trainer, error
 		lastTrain: math.NaN(), lastVal: math.NaN(), lastValStep: -1, stepper: stepper{m: m, o: o}}, nil
 }
 
-// corpusNamed describes the corpus a header records, for messages: " (SOURCE, N bytes)", or ""
-// where the header names none.
+// corpusNamed describes the corpus a header records, for messages: ` ("SOURCE", N bytes)`,
+// quoted (a file's header is anyone's to write, and errors go to a terminal), or "" where the
+// header names none.
 func corpusNamed(source string, bytes int) string {
 	if source == "" {
 		return ""
 	}
-	return fmt.Sprintf(" (%s, %d bytes)", source, bytes)
+	return fmt.Sprintf(" (%q, %d bytes)", source, bytes)
 }
 
 // ResumeOptions changes a resumed run.
@@ -223,14 +224,14 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 		}
 		if saved.CorpusSHA256 != "" && saved.CorpusSHA256 != hashText(corpus.Text) {
 			return nil, fmt.Errorf("the corpus stored in the model file is not the text it was trained on (its SHA-256 differs from the one the header records): "+
-				"the file was changed after it was written; pass --data with the original text (%s, %d bytes)", saved.CorpusSource, saved.CorpusBytes)
+				"the file was changed after it was written; pass --data with the original text%s", corpusNamed(saved.CorpusSource, saved.CorpusBytes))
 		}
 	default:
 		return nil, fmt.Errorf("the model file does not hold its training corpus; pass --data with it%s", corpusNamed(saved.CorpusSource, saved.CorpusBytes))
 	}
 	if saved.CorpusSHA256 != "" && ro.Corpus != nil && saved.CorpusSHA256 != hashText(corpus.Text) {
-		return nil, fmt.Errorf("--data differs from the corpus this model was trained on (%s, %d bytes); "+
-			"resuming on other data would not continue the same run. Start a new run, or fine-tune with --init-from", saved.CorpusSource, saved.CorpusBytes)
+		return nil, fmt.Errorf("--data differs from the corpus this model was trained on%s; "+
+			"resuming on other data would not continue the same run. Start a new run, or fine-tune with --init-from", corpusNamed(saved.CorpusSource, saved.CorpusBytes))
 	}
 	m, err := gpt.New(be, opts.Model)
 	if err != nil {

@@ -40,6 +40,7 @@ func backendList() []server.Backend {
 	gpu := server.Backend{Name: "webgpu", Available: g.err == "", Detail: g.detail, Note: g.err}
 	if g.err == "" && !g.software {
 		gpu.Note = "faster than the CPU except at the smallest models, where a many-core CPU can win"
+		gpu.OwnMemory = true
 		return []server.Backend{gpu, c}
 	}
 	if g.software {

@@ -238,6 +238,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"train", "--steps", "1", "--log-json", filepath.Join(dir, "m.tinygpt"), "--out", filepath.Join(dir, "m.tinygpt")}, 1, "is the model file --out"},
 		{[]string{"train", "--data", short, "--glob", "*.txt"}, 1, "picks files in a folder"},
 		// An empty --data is a variable that was not set, not a wish for another text.
+		{[]string{"train", "--data", ""}, 1, "--data is empty"},
 		{[]string{"train", "--data", "", "--glob", "*.go"}, 1, "--data is empty"},
 		{[]string{"eval", "--model", garbage, "--data", ""}, 1, "--data is empty"},
 	} {
@@ -515,7 +516,7 @@ func TestCorpusNotStoredNote(t *testing.T) {
 		t.Errorf("eval without --data: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = tinygpt(t, "", "train", "--resume", filepath.Join(dir, "m.tinygpt"), "--steps", "2")
-	if code != 1 || !strings.Contains(errOut, "pass --data with it ("+corpus+", 4000 bytes)") {
+	if code != 1 || !strings.Contains(errOut, `pass --data with it ("`+corpus+`", 4000 bytes)`) {
 		t.Errorf("resume without --data: exit %d, %q", code, errOut)
 	}
 }

@@ -843,7 +843,7 @@ func describeRun(w io.Writer, t *train.Trainer, be backend.Backend, out string) 
 		fmt.Fprintf(w, "note:    skipped what could not be read: %s\n", listPaths(u))
 	}
 	if s := t.Corpus.Skipped; len(s) > 0 {
-		fmt.Fprintf(w, "note:    skipped %d files that are not text (binary, UTF-16 or UTF-32) or empty: %s\n", len(s), listPaths(s))
+		fmt.Fprintf(w, "note:    skipped %s that are not text (binary, UTF-16 or UTF-32) or empty: %s\n", plural(len(s), "file"), listPaths(s))
 	}
 	if t.Split.Overlap() {
 		fmt.Fprintf(w, "warning: the corpus is so short that a split was widened to one window of ctx+1 bytes; validation overlaps training\n")
