@@ -219,6 +219,9 @@ func TestReadAndReadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFloats(t, "ReadFile weights", g.Weights, f.Weights)
+	if h, err := ReadFileHeader(path); err != nil || h.Step != g.Step || !reflect.DeepEqual(h.Header, g.Header) || h.Weights != nil {
+		t.Errorf("ReadFileHeader: %v, step %v", err, h)
+	}
 
 	if err := os.WriteFile(path, data[:100], 0o644); err != nil {
 		t.Fatal(err)
@@ -230,8 +233,10 @@ func TestReadAndReadFile(t *testing.T) {
 	}
 	// A file of /proc says it is empty and holds data all the same.
 	if _, err := os.Stat("/proc/self/status"); err == nil {
-		if _, err := ReadFile("/proc/self/status"); err == nil || !strings.Contains(err.Error(), "gives its size as 0 but it holds data") {
-			t.Errorf("ReadFile of a /proc file: %v", err)
+		for _, read := range []func(string) (*File, error){ReadFile, ReadFileHeader} {
+			if _, err := read("/proc/self/status"); err == nil || !strings.Contains(err.Error(), "gives its size as 0 but it holds data") {
+				t.Errorf("reading a /proc file: %v", err)
+			}
 		}
 	}
 	if _, err := ReadFile(filepath.Join(dir, "missing.tinygpt")); !errors.Is(err, os.ErrNotExist) {

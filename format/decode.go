@@ -329,29 +329,12 @@ func Read(r io.Reader) (*File, error) {
 // ReadFile reads and decodes the .tinygpt file at path, a piece at a time: it holds little more
 // than the File it returns.
 func ReadFile(path string) (*File, error) {
-	// Only a regular file has an end: a device such as /dev/zero would be read into memory for
-	// ever, and opening a pipe waits for a writer.
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s), so not a model file", path, fileKind(fi.Mode()))
-	}
-	file, err := os.Open(path)
+	file, size, err := openModel(path)
 	if err != nil {
 		return nil, err
 	}
 	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() == 0 {
-		// The files of /proc and /sys say they are empty and hold text all the same.
-		if n, _ := file.Read(make([]byte, 1)); n > 0 {
-			return nil, fmt.Errorf("%s: the system gives its size as 0 but it holds data (a file of /proc or /sys?), so not a model file", path)
-		}
-	}
-	f, err := decode(file, fi.Size())
+	f, err := decode(file, size)
 	if err == nil {
 		if n, _ := file.Read(make([]byte, 1)); n > 0 {
 			err = formatErr("the file grew while it was read (did another program change it?)")
@@ -361,6 +344,48 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// ReadFileHeader reads the .tinygpt file at path as far as its step (see ReadHeader): what a
+// model is, its settings and progress, read in kilobytes where the file may be gigabytes.
+func ReadFileHeader(path string) (*File, error) {
+	file, size, err := openModel(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	f, err := ReadHeader(file, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// openModel opens the file at path to be read as a model and returns its size. Only a regular
+// file is: a device such as /dev/zero would be read into memory for ever, and opening a pipe
+// waits for a writer.
+func openModel(path string) (*os.File, int64, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, 0, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: not a regular file (%s), so not a model file", path, fileKind(fi.Mode()))
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := file.Stat()
+	if err == nil && fi.Size() == 0 {
+		// The files of /proc and /sys say they are empty and hold text all the same.
+		if n, _ := file.Read(make([]byte, 1)); n > 0 {
+			err = fmt.Errorf("%s: the system gives its size as 0 but it holds data (a file of /proc or /sys?), so not a model file", path)
+		}
+	}
+	if err != nil {
+		file.Close()
+		return nil, 0, err
+	}
+	return file, fi.Size(), nil
 }
 
 // fileKind names the kind of a file that is not a regular one, for errors.

@@ -128,7 +128,7 @@ func openStore(dir string, logf func(string, ...any)) (*store, error) {
 
 // recover resets an interrupted run to its last checkpoint.
 func (st *store) recover(r *Run) error {
-	f, err := readHeader(st.modelPath(r.ID))
+	f, err := format.ReadFileHeader(st.modelPath(r.ID)) // not the state: gigabytes for a large model
 	if err != nil {
 		r.Status, r.Error = StatusFailed, "the server stopped before this run's first checkpoint"
 		r.Resumable = false
@@ -138,21 +138,6 @@ func (st *store) recover(r *Run) error {
 	r.Status = StatusStopped
 	r.Error = fmt.Sprintf("the server stopped while training; it can continue from its last checkpoint, at step %d", r.Step)
 	return st.save(r)
-}
-
-// readHeader reads the header and step of the model file at path (format.ReadHeader), not its
-// state: a large model's full checkpoint is gigabytes.
-func readHeader(path string) (*format.File, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return format.ReadHeader(file, fi.Size())
 }
 
 func newID() string {
