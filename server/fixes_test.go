@@ -797,3 +797,19 @@ func TestPlanOwnMemory(t *testing.T) {
 		}
 	}
 }
+
+// While the server shuts down, a start or a continue is told so (503), even while the job it
+// is stopping still trains or saves, rather than that a run is training (409).
+func TestStartDuringShutdown(t *testing.T) {
+	ts := newTestServer(t, "", nil)
+	var first StartResponse
+	ts.json("POST", "/api/runs", tinyRun(2), http.StatusCreated, &first)
+	ts.waitJob(ended)
+	var start StartResponse
+	ts.json("POST", "/api/runs", tinyRun(maxSteps), http.StatusCreated, &start)
+	ts.s.mu.Lock()
+	close(ts.s.closing) // as Shutdown does first
+	ts.s.mu.Unlock()
+	ts.json("POST", "/api/runs", tinyRun(2), http.StatusServiceUnavailable, nil)
+	ts.json("POST", "/api/runs/"+first.Run.ID+"/continue", ContinueRequest{Steps: 2}, http.StatusServiceUnavailable, nil)
+}

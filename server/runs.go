@@ -349,8 +349,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Refuse a second run before doing any work; checked again under the lock below.
-	if j := s.activeJob(); j != nil {
-		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+	if !s.mayStart(w) {
 		return
 	}
 	id := newID()
@@ -428,6 +427,17 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, StartResponse{Run: st.Run, Warnings: s.runWarnings(opts, len(corpus.Text))})
 }
 
+// mayStart is mayStartLocked for a handler that does not hold s.mu, before it does any work
+// (mayStartLocked checks again when the job is about to start).
+func (s *Server) mayStart(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	if !s.mayStartLocked(w) {
+		return false
+	}
+	s.mu.Unlock()
+	return true
+}
+
 // mayStartLocked reports whether a training job may start now: not while the server shuts
 // down, and not while another job trains. Called with s.mu held; when it refuses, it has
 // answered w and unlocked s.mu.
@@ -472,8 +482,7 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "steps must be between 0 and %d, got %d", maxSteps, req.Steps)
 		return
 	}
-	if j := s.activeJob(); j != nil {
-		httpError(w, http.StatusConflict, "%s", busyMessage(j))
+	if !s.mayStart(w) {
 		return
 	}
 	f, err := format.ReadFile(s.store.modelPath(run.ID))
@@ -538,10 +547,6 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 	if t.Opts.EvalEvery == 0 {
 		t.Opts.EvalEvery = autoEvery(t.Opts.Steps-t.Step(), 10, 100)
 	}
-	if run.Origin != "trained" && corpus == nil {
-		// An uploaded model trains on the corpus stored in it; keep it beside the run too.
-		s.store.writeCorpus(run.ID, t.Corpus.Text)
-	}
 	testHookContinue()
 	s.mu.Lock()
 	if !s.mayStartLocked(w) {
@@ -557,6 +562,12 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusInternalServerError, "%v", err)
 		}
 		return
+	}
+	if run.Origin != "trained" && corpus == nil {
+		// An uploaded model trains on the corpus stored in it; keep it beside the run too.
+		// Under s.mu, which DELETE holds: written while the folder was being removed, it
+		// was left in a folder no listing showed and no DELETE could remove.
+		s.store.writeCorpus(run.ID, t.Corpus.Text)
 	}
 	run.Backend = beName
 	started = true

@@ -99,12 +99,24 @@ checkpoint of the running job.`)
 	if err := srv.Shutdown(sctx); err != nil {
 		return err
 	}
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// The job is saved. Requests under way (a generation, a download) get a little while to
+	// end; then their connections are closed: a client that stopped reading a download would
+	// otherwise hold the process up for as long as it kept the connection open.
+	gctx, gcancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer gcancel()
+	if err := hs.Shutdown(gctx); errors.Is(err, context.DeadlineExceeded) {
+		hs.Close()
+		fmt.Fprintf(e.stdout, "closed the connections still open after %v\n", shutdownGrace)
+	} else if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "stopped")
 	return nil
 }
+
+// shutdownGrace is how long serve's requests under way may go on once it has been asked to stop
+// and has saved the running job.
+const shutdownGrace = 10 * time.Second
 
 // minPublicToken is the shortest token accepted when the server listens beyond loopback.
 const minPublicToken = 16
