@@ -511,9 +511,6 @@ func (s *Server) handleContinue(w http.ResponseWriter, r *http.Request) {
 			"to train longer, continue it on the command line: tinygpt train --resume FILE --steps N", maxSteps, total)
 		return
 	}
-	if req.Steps == 0 {
-		total = 0 // Resume keeps the planned total
-	}
 	var corpus *data.Corpus
 	if b, err := os.ReadFile(s.store.corpusPath(run.ID)); err == nil {
 		corpus = &data.Corpus{Text: b, Source: run.Corpus.Source, Files: 1}
