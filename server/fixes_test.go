@@ -813,3 +813,35 @@ func TestStartDuringShutdown(t *testing.T) {
 	ts.json("POST", "/api/runs", tinyRun(2), http.StatusServiceUnavailable, nil)
 	ts.json("POST", "/api/runs/"+first.Run.ID+"/continue", ContinueRequest{Steps: 2}, http.StatusServiceUnavailable, nil)
 }
+
+// A plan is made on the backend a start would use, with the same refusals (Config.Check): a
+// model the GPU cannot run is refused on it, and auto plans it on the next backend.
+func TestPlanChecksBackend(t *testing.T) {
+	ts := newTestServer(t, "", func(c *Config) {
+		c.Backends = func() []Backend {
+			return []Backend{{Name: "gpu", Available: true, OwnMemory: true}, {Name: "cpu", Available: true}}
+		}
+		c.Check = func(name string, m gpt.Config, _ int) error {
+			if name == "gpu" && m.DModel/m.Heads > 256 {
+				return errors.New("webgpu: the model's attention heads are too wide")
+			}
+			return nil
+		}
+	})
+	settings := map[string]any{"preset": "custom", "layers": 1, "d_model": 512, "heads": 1, "ctx": 16, "backend": "gpu"}
+	status, b := ts.do("POST", "/api/plan", "application/json", strings.NewReader(mustJSON(t, settings)))
+	if status != http.StatusBadRequest || !strings.Contains(string(b), "heads are too wide") {
+		t.Errorf("plan on the GPU: %d %s", status, b)
+	}
+	settings["backend"] = "auto"
+	var plan Plan
+	ts.json("POST", "/api/plan", settings, http.StatusOK, &plan)
+	if plan.Backend != "cpu" {
+		t.Errorf("auto's plan is on %q, want cpu", plan.Backend)
+	}
+	settings["heads"] = 4
+	ts.json("POST", "/api/plan", settings, http.StatusOK, &plan)
+	if plan.Backend != "gpu" {
+		t.Errorf("auto's plan for narrow heads is on %q, want gpu", plan.Backend)
+	}
+}

@@ -70,6 +70,9 @@ type Config struct {
 	// a model of shape c that runs tokens positions in one pass (the zero Config and 0 where
 	// there is no model yet). It refuses a model the backend cannot run, saying why.
 	Open func(name string, c gpt.Config, tokens int) (backend.Backend, error)
+	// Check, if not nil, says without opening one whether the named backend would refuse
+	// such a model, as Open would: plans are made with it.
+	Check func(name string, c gpt.Config, tokens int) error
 	// MaxCorpusBytes bounds an uploaded or pasted corpus (default DefaultMaxCorpusBytes).
 	MaxCorpusBytes int64
 	// MaxModelBytes bounds an uploaded model file (default DefaultMaxModelBytes).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -195,7 +196,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	be, err := s.pickBackend(rs.Backend)
+	be, err := s.planBackend(rs.Backend, opts.Model, opts.Batch*opts.Model.Ctx)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -227,6 +228,39 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 // MinBytesPerParam is the corpus size per parameter below which a run is warned that the model
 // can memorise its training text rather than learn from it.
 const MinBytesPerParam = 1.0
+
+// planBackend returns the backend a run of shape c over tokens positions a pass would start on
+// (see openBackend), judged by Config.Check without opening any: the named one, if it takes
+// the model; for auto, the first available one that does.
+func (s *Server) planBackend(name string, c gpt.Config, tokens int) (string, error) {
+	check := func(name string) error {
+		if s.cfg.Check == nil {
+			return nil
+		}
+		return s.cfg.Check(name, c, tokens)
+	}
+	if name != "" && name != "auto" {
+		if _, err := s.pickBackend(name); err != nil {
+			return "", err
+		}
+		return name, check(name)
+	}
+	var errs []string
+	for _, b := range s.cfg.Backends() {
+		if !b.Available {
+			continue
+		}
+		err := check(b.Name)
+		if err == nil {
+			return b.Name, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	if len(errs) == 0 {
+		return "", errors.New("no compute backend is available")
+	}
+	return "", errors.New(strings.Join(errs, "; "))
+}
 
 // ownMemory reports whether the backend named keeps a run's tensors in memory of its own.
 func (s *Server) ownMemory(name string) bool {

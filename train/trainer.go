@@ -76,7 +76,7 @@ func (o Options) Validate() error {
 	case !(o.Clip >= 0 && o.WeightDecay >= 0):
 		return fmt.Errorf("clip and weight decay must not be negative")
 	case o.Batch > (1<<26)/o.Model.Ctx:
-		return fmt.Errorf("batch×ctx = %d tokens per step is too large", o.Batch*o.Model.Ctx)
+		return fmt.Errorf("batch %d × ctx %d tokens a step is too large: at most %d tokens", o.Batch, o.Model.Ctx, 1<<26)
 	}
 	return o.LRSchedule().Validate()
 }

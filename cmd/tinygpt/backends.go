@@ -49,6 +49,34 @@ func backendList() []server.Backend {
 	return []server.Backend{c, gpu}
 }
 
+// gpuBufferLimit reads once how many bytes one buffer of the GPU holds, opening the device to
+// learn it (as the first run on the GPU would).
+var gpuBufferLimit = sync.OnceValues(func() (int64, error) {
+	be, err := webgpu.New()
+	if err != nil {
+		return 0, err
+	}
+	defer be.Close()
+	return int64(be.SegmentLen()) * 4, nil
+})
+
+// checkNamedBackend says whether the backend named would refuse a model of shape c that runs
+// tokens positions in one pass, as openNamedBackend would, without opening one: the
+// playground's plans.
+func checkNamedBackend(name string, c gpt.Config, tokens int) error {
+	if name != "webgpu" || c.Layers == 0 {
+		return nil
+	}
+	lim, err := gpuBufferLimit()
+	if err == nil {
+		err = fitsGPU(modelLoad(c, tokens, 0), lim)
+	}
+	if err != nil {
+		return fmt.Errorf("webgpu: %w; choose the cpu backend", err)
+	}
+	return nil
+}
+
 // openNamedBackend opens a backend chosen by name for the playground (which resolves "auto"
 // with backendList first), for a model of shape c that runs tokens positions in one pass
 // (none for the zero Config): the GPU refuses a model it cannot run, as on the command line.

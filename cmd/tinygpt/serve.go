@@ -47,7 +47,7 @@ checkpoint of the running job.`)
 		return fmt.Errorf("--token: listening beyond this machine needs a token of at least %d characters (leave --token out for a random one)", minPublicToken)
 	}
 	srv, err := server.New(server.Config{Dir: *dir, Token: *token, Public: public,
-		Backends: backendList, Open: openNamedBackend})
+		Backends: backendList, Open: openNamedBackend, Check: checkNamedBackend})
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,12 @@ func openGPU(work workload) (*webgpu.Backend, error) {
 // fits checks that the largest tensor of work that must lie in one buffer fits one buffer of
 // the GPU, and that the GPU's attention kernels take the model's heads.
 func fits(be *webgpu.Backend, work workload) error {
-	if err := fitsBuffers(work, int64(be.SegmentLen())*4); err != nil {
+	return fitsGPU(work, int64(be.SegmentLen())*4)
+}
+
+// fitsGPU is fits for a GPU whose buffers hold at most lim bytes.
+func fitsGPU(work workload, lim int64) error {
+	if err := fitsBuffers(work, lim); err != nil {
 		return err
 	}
 	if work.headSize > webgpu.MaxHeadSize {
