@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,7 +25,11 @@ func noAdapterReason() string {
 	if runtime.GOOS != "linux" {
 		return "" // Windows registers its drivers in the registry
 	}
-	if why := missingICD(os.Getenv, icdDirs(os.Getenv)); why != "" {
+	dirs := icdDirs(os.Getenv)
+	if why := missingICD(os.Getenv, dirs); why != "" {
+		return why
+	}
+	if why := brokenICDs(icdManifests(os.Getenv, dirs)); why != "" {
 		return why
 	}
 	// A driver whose own libraries are missing (such as NVIDIA's without libglvnd) is skipped
@@ -60,6 +65,62 @@ func missingICD(getenv func(string) string, dirs []string) string {
 		return why + ": NVIDIA's driver manifest is at " + nvidiaContainerICD + "; name it with VK_DRIVER_FILES=" + nvidiaContainerICD
 	}
 	return why + ": install your GPU's Vulkan driver (NVIDIA's driver has one; Debian's and Ubuntu's mesa-vulkan-drivers has AMD's, Intel's and a software one)"
+}
+
+// icdManifests lists the driver manifests the Linux Vulkan loader would read: those that
+// VK_DRIVER_FILES or VK_ICD_FILENAMES name when set, else the *.json files of dirs.
+func icdManifests(getenv func(string) string, dirs []string) []string {
+	var files []string
+	for _, v := range []string{"VK_DRIVER_FILES", "VK_ICD_FILENAMES"} {
+		if list := getenv(v); list != "" {
+			for _, f := range filepath.SplitList(list) {
+				if _, err := os.Stat(f); err == nil {
+					files = append(files, f)
+				}
+			}
+			return files
+		}
+	}
+	for _, d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, "*.json"))
+		files = append(files, m...)
+	}
+	return files
+}
+
+// brokenICDs says why none of the driver manifests can work, where their files show it: each
+// one cannot be read, is not a manifest (JSON naming ICD.library_path), or names by its full
+// path a library that does not exist. It returns "" when one of them may work (the loader then
+// has its own reasons) or there is none.
+func brokenICDs(manifests []string) string {
+	var whys []string
+	for _, m := range manifests {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			whys = append(whys, fmt.Sprintf("%s cannot be read (%v)", m, err))
+			continue
+		}
+		var icd struct {
+			ICD struct {
+				LibraryPath string `json:"library_path"`
+			} `json:"ICD"`
+		}
+		if err := json.Unmarshal(b, &icd); err != nil || icd.ICD.LibraryPath == "" {
+			whys = append(whys, m+" is not a Vulkan driver manifest (JSON naming ICD.library_path)")
+			continue
+		}
+		if p := icd.ICD.LibraryPath; filepath.IsAbs(p) {
+			if _, err := os.Stat(p); err != nil {
+				whys = append(whys, fmt.Sprintf("%s names the driver library %s, which does not exist", m, p))
+				continue
+			}
+		}
+		return ""
+	}
+	if len(whys) == 0 {
+		return ""
+	}
+	return "no Vulkan driver manifest is usable: " + strings.Join(whys, "; ")
 }
 
 // icdDirs lists the directories the Linux Vulkan loader searches for driver manifests, from

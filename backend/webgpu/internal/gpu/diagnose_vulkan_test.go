@@ -61,3 +61,41 @@ func TestMissingICD(t *testing.T) {
 		t.Errorf("VK_DRIVER_FILES naming nothing: got %q, want it named", why)
 	}
 }
+
+// A manifest that cannot work says why, where its file shows it; one that may work says nothing.
+func TestBrokenICDs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	junk := write("junk.json", "not json")
+	empty := write("empty.json", "{}")
+	gone := write("gone.json", `{"file_format_version": "1.0.0", "ICD": {"library_path": "/no/such/libvulkan_x.so"}}`)
+	named := write("named.json", `{"ICD": {"library_path": "libvulkan_lvp.so"}}`) // found by the loader's search
+	why := brokenICDs([]string{junk, empty, gone})
+	for _, want := range []string{junk + " is not a Vulkan driver manifest", empty + " is not", gone + " names the driver library /no/such/libvulkan_x.so, which does not exist"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("got %q\nwant it to contain %q", why, want)
+		}
+	}
+	if why := brokenICDs([]string{junk, named}); why != "" {
+		t.Errorf("with a manifest that may work: %q", why)
+	}
+	// VK_DRIVER_FILES names the manifests the loader reads; without it, the dirs' files.
+	files := icdManifests(func(k string) string {
+		if k == "VK_DRIVER_FILES" {
+			return junk + ":" + filepath.Join(dir, "missing.json")
+		}
+		return ""
+	}, []string{dir})
+	if !reflect.DeepEqual(files, []string{junk}) {
+		t.Errorf("manifests with VK_DRIVER_FILES: %q", files)
+	}
+	if files := icdManifests(func(string) string { return "" }, []string{dir}); len(files) != 4 {
+		t.Errorf("manifests of the dir: %q", files)
+	}
+}
