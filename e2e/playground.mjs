@@ -193,8 +193,14 @@ try {
   await page.fill('#steps', '30');
   await page.fill('#run-name', 'e2e pasted');
   await page.click('#btn-start');
-  await page.waitForFunction(() => document.querySelector('#live-name').textContent === 'e2e pasted' &&
-    document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
+  await page.waitForFunction(() => document.querySelector('#live-name').textContent === 'e2e pasted', null, { timeout: T });
+  // The new run shows none of the last run's samples (those were at steps up to 200; this run
+  // has 30), and the keyboard's focus follows to the run's view, which the form gave way to.
+  const oldSamples = await page.evaluate(() => [...document.querySelectorAll('#live-samples .sample-step')]
+    .filter((e) => Number(e.textContent.replace(/[^0-9]/g, '')) > 30).length);
+  check(oldSamples === 0, `the new run shows no samples of the last one (${oldSamples} shown)`);
+  check(await page.evaluate(() => document.activeElement && document.activeElement.id) === 'live-name', 'focus moved to the new run');
+  await page.waitForFunction(() => document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
   check(/pasted text \(4\.7 KB\)/.test(await text('#live-desc')) && /1 layers/.test(await text('#live-desc')), 'trained on the pasted text with custom sizes');
   await page.fill('#continue-steps', '20');
   await page.click('#btn-continue');

@@ -30,7 +30,13 @@ async function api(method, path, body, opts = {}) {
     headers['Content-Type'] = 'application/json';
     payload = JSON.stringify(body);
   }
-  const resp = await fetch(path, { method, headers, body: payload, signal: opts.signal });
+  let resp;
+  try {
+    resp = await fetch(path, { method, headers, body: payload, signal: opts.signal });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new Error('Cannot reach the server: is tinygpt serve still running?');
+  }
   if (opts.raw) return resp;
   const text = await resp.text();
   let data = null;
@@ -119,6 +125,7 @@ const state = {
   corpusBytes: 0,
   corpusLimit: 32 << 20,
   showSetupAfterRun: false, // the user asked for the setup form below a finished run
+  lost: false, // the event stream to the server is broken (the page says so once)
 };
 
 let liveChart;
@@ -278,6 +285,9 @@ async function startRun(ev) {
     }
     for (const w of res.warnings || []) toast(w, 'warn');
     state.selected = res.run.id;
+    state.showSetupAfterRun = false;
+    await refreshJob();
+    showLive();
   } catch (e) {
     toast(e.message, 'error');
   } finally {
@@ -339,7 +349,12 @@ function renderLive() {
   $('btn-pause').classList.toggle('hidden', !active || status === 'paused');
   $('btn-resume').classList.toggle('hidden', !active || status !== 'paused');
   $('btn-stop').classList.toggle('hidden', !active);
-  $('continue-box').classList.toggle('hidden', Boolean(active || !r.resumable));
+  const box = $('continue-box'), canContinue = Boolean(!active && r.resumable);
+  if (canContinue && box.classList.contains('hidden')) {
+    // A run stopped before its end continues by default to the end it was planned for.
+    $('continue-steps').value = r.step < r.steps ? r.steps - r.step : 200;
+  }
+  box.classList.toggle('hidden', !canContinue);
   $('btn-new-run').classList.toggle('hidden', Boolean(active || state.showSetupAfterRun));
   $('btn-sample-live').classList.toggle('hidden', false);
   const err = $('live-error');
@@ -351,7 +366,11 @@ function renderLive() {
 
 function renderSamples(samples) {
   const box = $('live-samples');
-  if (!samples.length) return;
+  if (!samples.length) {
+    // A new run has none yet: not the last run's.
+    box.replaceChildren(el('p', { class: 'muted', text: 'A sample is written every few hundred steps (more often in short runs).' }));
+    return;
+  }
   box.replaceChildren(...samples.slice().reverse().slice(0, 8).map((s) =>
     el('div', { class: 'sample' }, el('div', { class: 'sample-step', text: `step ${fmtInt(s.step)}` }), el('pre', { text: printable(s.text) }))));
 }
@@ -410,9 +429,20 @@ async function jobAction(action) {
   try {
     setJob(await api('POST', '/api/job/' + action));
     if (action === 'stop') toast('Stopped; the checkpoint is saved.');
+    // The button pressed is hidden now: keyboard focus goes to the one that took its place.
+    const next = { pause: 'btn-resume', resume: 'btn-pause' }[action];
+    if (next && !$(next).classList.contains('hidden')) $(next).focus();
+    else $('live-name').focus();
   } catch (e) {
     toast(e.message, 'error');
   }
+}
+
+// showLive scrolls the live view of the run into sight and gives it the keyboard focus (the
+// controls that started it are gone).
+function showLive() {
+  $('live').scrollIntoView({ block: 'start' });
+  $('live-name').focus({ preventScroll: true });
 }
 
 async function continueRun(id, steps) {
@@ -421,6 +451,7 @@ async function continueRun(id, steps) {
     state.showSetupAfterRun = false;
     setJob(js);
     location.hash = '#train';
+    showLive();
   } catch (e) {
     toast(e.message, 'error');
   }
@@ -433,8 +464,19 @@ function connect() {
   if (events) events.close();
   events = new EventSource('/api/events?token=' + encodeURIComponent(TOKEN));
   const conn = $('conn');
-  events.onopen = () => { conn.className = 'conn ok'; conn.title = 'connected'; };
-  events.onerror = () => { conn.className = 'conn down'; conn.title = 'reconnecting to the server…'; };
+  events.onopen = () => {
+    conn.className = 'conn ok';
+    conn.title = 'connected';
+    if (state.lost) { state.lost = false; toast('Connected to the server again.'); refreshJob(); }
+  };
+  events.onerror = () => {
+    conn.className = 'conn down';
+    conn.title = 'reconnecting to the server…';
+    if (!state.lost) {
+      state.lost = true;
+      toast('Lost the connection to tinygpt serve; reconnecting… (what the page shows may be out of date)', 'error', true);
+    }
+  };
   events.addEventListener('state', (e) => {
     const js = JSON.parse(e.data);
     const wasActive = state.job && state.job.active;
@@ -745,7 +787,8 @@ async function main() {
   $('btn-resume').addEventListener('click', () => jobAction('resume'));
   $('btn-stop').addEventListener('click', () => jobAction('stop'));
   $('btn-continue').addEventListener('click', () => continueRun(state.job.run.id, +$('continue-steps').value));
-  $('btn-new-run').addEventListener('click', () => { state.showSetupAfterRun = true; renderLive(); $('setup').scrollIntoView({ behavior: 'smooth' }); });
+  $('continue-steps').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('btn-continue').click(); });
+  $('btn-new-run').addEventListener('click', () => { state.showSetupAfterRun = true; renderLive(); $('setup').scrollIntoView({ behavior: 'smooth' }); $('preset').focus({ preventScroll: true }); });
   $('btn-sample-live').addEventListener('click', () => { state.selected = state.job.run.id; loadRuns(); location.hash = '#generate'; });
   $('btn-gen').addEventListener('click', generate);
   $('btn-gen-stop').addEventListener('click', () => state.genAbort && state.genAbort.abort());

@@ -121,9 +121,14 @@ export class LossChart {
       g.beginPath(); g.moveTo(L.pad.l, S.y(v)); g.lineTo(L.pad.l + L.pw, S.y(v)); g.stroke();
       g.fillText(v.toFixed(1), L.pad.l - 6, S.y(v) + 4);
     }
-    g.textAlign = 'center';
     const ticks = niceTicks(S.maxStep, Math.max(2, Math.floor(L.pw / 80)));
-    for (const t of ticks) g.fillText(String(t), S.x(t), L.h - 10);
+    for (const t of ticks) {
+      // Centred under its step, but kept inside the canvas: the last one ends at its edge.
+      const label = t.toLocaleString('en-US');
+      const right = S.x(t) + g.measureText(label).width / 2 > L.w - 2;
+      g.textAlign = right ? 'right' : 'center';
+      g.fillText(label, right ? L.w - 2 : S.x(t), L.h - 10);
+    }
     g.strokeStyle = COLORS.guide;
     g.strokeRect(L.pad.l, L.pad.t, L.pw, L.ph);
   }
