@@ -199,7 +199,9 @@ try {
   const oldSamples = await page.evaluate(() => [...document.querySelectorAll('#live-samples .sample-step')]
     .filter((e) => Number(e.textContent.replace(/[^0-9]/g, '')) > 30).length);
   check(oldSamples === 0, `the new run shows no samples of the last one (${oldSamples} shown)`);
-  check(await page.evaluate(() => document.activeElement && document.activeElement.id) === 'live-name', 'focus moved to the new run');
+  // (The run's name can arrive by the event stream before the start request's answer.)
+  await page.waitForFunction(() => document.activeElement && document.activeElement.id === 'live-name', null, { timeout: T });
+  check(true, 'focus moved to the new run');
   await page.waitForFunction(() => document.querySelector('#live-status').textContent === 'done', null, { timeout: T });
   check(/pasted text \(4\.7 KB\)/.test(await text('#live-desc')) && /1 layers/.test(await text('#live-desc')), 'trained on the pasted text with custom sizes');
   await page.fill('#continue-steps', '20');
