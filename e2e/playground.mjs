@@ -140,6 +140,11 @@ try {
   await page.click('a[data-tab="generate"]');
   await page.waitForFunction(() => document.querySelector('#gen-model').value !== '', null, { timeout: T });
   await page.fill('#gen-prompt', 'Once upon a time');
+  // A setting out of its range is said, not sent.
+  await page.fill('#gen-temp', '-1');
+  await page.click('#btn-gen');
+  check(/^temperature: /.test(await text('#toast')) && (await text('#gen-out')) === '', 'an out-of-range temperature is refused on the page');
+  await page.fill('#gen-temp', '0.73'); // off the field's step, and fine
   await page.fill('#gen-len', '300');
   await page.fill('#gen-seed', '7');
   await page.click('#btn-gen');

@@ -616,6 +616,17 @@ async function uploadModel() {
 async function generate() {
   const id = $('gen-model').value;
   if (!id) { toast('Train or upload a model first.', 'error'); return; }
+  // Out-of-range settings are said, not sent (the server would use its own values silently).
+  for (const id of ['gen-temp', 'gen-topk', 'gen-topp', 'gen-len', 'gen-seed']) {
+    const inp = $(id);
+    const v = inp.validity; // (not its step: a temperature of 0.73 is fine)
+    if (v.badInput || v.rangeUnderflow || v.rangeOverflow || (id !== 'gen-seed' && inp.value === '')) {
+      const name = inp.closest('label').firstChild.textContent.trim();
+      toast(`${name}: ${inp.validationMessage || 'give a number'}`, 'error');
+      inp.focus();
+      return;
+    }
+  }
   const out = $('gen-out');
   const prompt = $('gen-prompt').value;
   out.replaceChildren(el('span', { class: 'prompt', text: prompt }));
@@ -689,8 +700,8 @@ function fillLayers() {
   hsel.replaceChildren(el('option', { value: -1, text: 'all' }));
   for (let i = 0; i < heads; i++) hsel.append(el('option', { value: i, text: `${i + 1} of ${heads}` }));
   if (keepHead !== '' && +keepHead < heads) hsel.value = keepHead;
-  // The server looks at most 512 bytes at a time.
-  if (r) $('ins-text').maxLength = Math.min(r.config.ctx, MAX_INSPECT);
+  // The server looks at most 512 bytes at a time, of which the model reads the last ctx.
+  $('ins-text').maxLength = MAX_INSPECT;
 }
 
 // Limits of an inspection, as the server has them: positions, and weights in one answer.
@@ -732,7 +743,7 @@ function renderInspection(pos) {
     el('p', {}, 'After ', el('code', { text: ins.tokens.slice(Math.max(0, pos - 11), pos + 1).join('') }), ' the model expects:'),
     el('table', { class: 'table probs' }, ...row.map((c) => el('tr', {},
       el('td', { class: 'mono', text: c.text }),
-      el('td', { class: 'bar-cell' }, barEl(c.p / row[0].p)),
+      el('td', { class: 'bar-cell' }, barEl(c.p)), // the probability itself: a guess among many shows as one
       el('td', { class: 'num', text: (100 * c.p).toFixed(1) + '%' })))));
   $('ins-att-title').classList.remove('hidden');
   $('ins-att-title').textContent = `Attention weights, layer ${ins.layer + 1} of ${ins.layers}` +
