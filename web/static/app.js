@@ -810,7 +810,10 @@ async function main() {
 
   showTab(location.hash.slice(1) || 'train');
   if (!TOKEN) {
-    toast('This page needs its access token: open the address that tinygpt serve printed, which ends in #token=...', 'error', true);
+    // Nothing on the page works without it: say so in place of the page, not over an empty form.
+    document.querySelector('main').replaceChildren(el('div', { class: 'card' },
+      el('h2', { text: 'This page needs its access token' }),
+      el('p', { text: 'Open the address that tinygpt serve printed, which ends in #token=… (the token is also in the file token of the server\'s data folder).' })));
     return;
   }
   try {
