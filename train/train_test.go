@@ -382,7 +382,9 @@ func TestBench(t *testing.T) {
 
 // The warm-up runs more steps than asked until it has lasted minWarmup, and none when asked
 // for none. minWarmup is five steps' time, measured first (a step is 20 ms here, ~165 ms under
-// js/wasm).
+// js/wasm). Asked for one, it runs more than one: at least two, and not many more than five
+// (on a loaded machine a single step can take several steps' time, so three was too many to
+// ask for: it failed once with two while other tests ran beside it).
 func TestBenchWarmupTime(t *testing.T) {
 	p, _ := gpt.PresetByName("tiny")
 	r, err := Bench(slowCPU{cpu.New()}, p, 0, 3, 0)
@@ -390,7 +392,7 @@ func TestBenchWarmupTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	five := time.Duration(5 * r.MsPerStep * float64(time.Millisecond))
-	for _, c := range []struct{ warmup, least, most int }{{0, 0, 0}, {1, 3, 12}, {8, 8, 8}} {
+	for _, c := range []struct{ warmup, least, most int }{{0, 0, 0}, {1, 2, 12}, {8, 8, 8}} {
 		r, err := Bench(slowCPU{cpu.New()}, p, c.warmup, 1, five)
 		if err != nil {
 			t.Fatal(err)
