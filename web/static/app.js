@@ -135,7 +135,11 @@ let liveChart;
 function showTab(name) {
   if (!document.getElementById('tab-' + name)) name = 'train';
   for (const s of document.querySelectorAll('.tab')) s.classList.toggle('hidden', s.id !== 'tab-' + name);
-  for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.tab === name);
+  for (const a of document.querySelectorAll('#tabs a')) {
+    a.classList.toggle('active', a.dataset.tab === name);
+    if (a.dataset.tab === name) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
   if (name === 'models') loadRuns();
   if (name === 'generate' || name === 'inspect') loadRuns();
   if (name === 'train' && liveChart) liveChart.draw();
@@ -467,11 +471,13 @@ function connect() {
   events.onopen = () => {
     conn.className = 'conn ok';
     conn.title = 'connected';
+    conn.setAttribute('aria-label', conn.title);
     if (state.lost) { state.lost = false; toast('Connected to the server again.'); refreshJob(); }
   };
   events.onerror = () => {
     conn.className = 'conn down';
     conn.title = 'reconnecting to the server…';
+    conn.setAttribute('aria-label', conn.title);
     if (!state.lost) {
       state.lost = true;
       toast('Lost the connection to tinygpt serve; reconnecting… (what the page shows may be out of date)', 'error', true);
@@ -559,7 +565,7 @@ async function download(id, fmt) {
 
 function runCard(r) {
   const live = state.job && state.job.active && state.job.run.id === r.id;
-  const dl = (fmt, label) => el('a', { class: 'button-like small', href: '#', text: label, onclick: (e) => { e.preventDefault(); download(r.id, fmt); } });
+  const dl = (fmt, label) => el('a', { class: 'button-like small', href: '#', text: label, 'aria-label': `Download ${r.name} (${fmt === 'full' ? 'full checkpoint' : fmt})`, onclick: (e) => { e.preventDefault(); download(r.id, fmt); } });
   const c = r.config;
   const best = r.best_val ? `best val ${r.best_val.loss.toFixed(3)} @ ${r.best_val.step}` : 'no validation yet';
   const stepsInput = el('input', { type: 'number', min: '1', value: '200', class: 'small-input', 'aria-label': 'more steps' });
@@ -572,11 +578,11 @@ function runCard(r) {
     r.error ? el('div', { class: 'muted', text: r.error }) : null,
     r.sample ? el('details', { class: 'run-sample' }, el('summary', { text: 'latest sample' }), el('pre', { text: printable(r.sample) })) : null,
     el('div', { class: 'controls' },
-      el('button', { class: 'primary small', text: 'Sample', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#generate'; } }),
-      el('button', { class: 'small', text: 'Look inside', onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#inspect'; } }),
+      el('button', { class: 'primary small', text: 'Sample', 'aria-label': `Sample from ${r.name}`, onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#generate'; } }),
+      el('button', { class: 'small', text: 'Look inside', 'aria-label': `Look inside ${r.name}`, onclick: () => { state.selected = r.id; fillModelSelects(); location.hash = '#inspect'; } }),
       el('span', { class: 'downloads' }, dl('full', 'Download'), dl('fp16', 'fp16'), dl('int4', 'int4')),
-      r.resumable && !live ? el('span', { class: 'inline', title: 'train this many more steps' }, '+', stepsInput, el('button', { class: 'small', text: 'Continue training', onclick: () => continueRun(r.id, +stepsInput.value) })) : null,
-      live ? null : el('button', { class: 'danger small', text: 'Delete', onclick: () => deleteRun(r) }),
+      r.resumable && !live ? el('span', { class: 'inline', title: 'train this many more steps' }, '+', stepsInput, el('button', { class: 'small', text: 'Continue training', 'aria-label': `Continue training ${r.name}`, onclick: () => continueRun(r.id, +stepsInput.value) })) : null,
+      live ? null : el('button', { class: 'danger small', text: 'Delete', 'aria-label': `Delete ${r.name}`, onclick: () => deleteRun(r) }),
     ));
 }
 
