@@ -159,42 +159,56 @@ func autoEvery(steps, lo, hi int) int {
 // GPU without the memory for it: only allocating tells) is released and the next one tried. On
 // an error nothing is left open.
 func (s *Server) openBackend(name string, c gpt.Config, tokens int, build func(be backend.Backend, name string) error) (backend.Backend, string, error) {
+	var be backend.Backend
+	name, err := s.tryBackends(name, func(name string) (bool, error) {
+		b, err := s.cfg.Open(name, c, tokens)
+		if err != nil {
+			return false, err
+		}
+		if err := build(b, name); err != nil {
+			final := backend.Err(b) == nil // the run's own fault, which no other backend mends
+			backend.Close(b)
+			return final, err
+		}
+		be = b
+		return false, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return be, name, nil
+}
+
+// tryBackends runs try on the backend named, or for auto ("" or "auto") on each available one
+// in order of preference until one succeeds, and returns the name of the one that did. With
+// auto a failure passes on to the next backend unless try says it is final; the error then
+// joins those of every backend tried.
+func (s *Server) tryBackends(name string, try func(name string) (final bool, err error)) (string, error) {
 	if name != "" && name != "auto" {
 		if _, err := s.pickBackend(name); err != nil {
-			return nil, "", err
+			return "", err
 		}
-		be, err := s.cfg.Open(name, c, tokens)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := build(be, name); err != nil {
-			backend.Close(be)
-			return nil, "", err
-		}
-		return be, name, nil
+		_, err := try(name)
+		return name, err
 	}
 	var errs []string
 	for _, b := range s.cfg.Backends() {
 		if !b.Available {
 			continue
 		}
-		be, err := s.cfg.Open(b.Name, c, tokens)
+		final, err := try(b.Name)
 		if err == nil {
-			if err = build(be, b.Name); err == nil {
-				return be, b.Name, nil
-			}
-			berr := backend.Err(be)
-			backend.Close(be)
-			if berr == nil { // the run's own fault, which no other backend mends
-				return nil, "", errors.New(strings.Join(append(errs, err.Error()), "; "))
-			}
+			return b.Name, nil
 		}
 		errs = append(errs, err.Error())
+		if final {
+			break
+		}
 	}
 	if len(errs) == 0 {
-		return nil, "", errors.New("no compute backend is available")
+		return "", errors.New("no compute backend is available")
 	}
-	return nil, "", errors.New(strings.Join(errs, "; "))
+	return "", errors.New(strings.Join(errs, "; "))
 }
 
 // pickBackend resolves a backend name ("auto" or "" picks the first available one).

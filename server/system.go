@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -233,33 +232,12 @@ const MinBytesPerParam = 1.0
 // (see openBackend), judged by Config.Check without opening any: the named one, if it takes
 // the model; for auto, the first available one that does.
 func (s *Server) planBackend(name string, c gpt.Config, tokens int) (string, error) {
-	check := func(name string) error {
+	return s.tryBackends(name, func(name string) (bool, error) {
 		if s.cfg.Check == nil {
-			return nil
+			return false, nil
 		}
-		return s.cfg.Check(name, c, tokens)
-	}
-	if name != "" && name != "auto" {
-		if _, err := s.pickBackend(name); err != nil {
-			return "", err
-		}
-		return name, check(name)
-	}
-	var errs []string
-	for _, b := range s.cfg.Backends() {
-		if !b.Available {
-			continue
-		}
-		err := check(b.Name)
-		if err == nil {
-			return b.Name, nil
-		}
-		errs = append(errs, err.Error())
-	}
-	if len(errs) == 0 {
-		return "", errors.New("no compute backend is available")
-	}
-	return "", errors.New(strings.Join(errs, "; "))
+		return false, s.cfg.Check(name, c, tokens)
+	})
 }
 
 // ownMemory reports whether the backend named keeps a run's tensors in memory of its own.
