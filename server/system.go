@@ -214,11 +214,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		Config: ModelConfig{Layers: c.Layers, DModel: c.DModel, Heads: c.Heads, Ctx: c.Ctx, DMlp: c.DMlp},
 		Batch:  opts.Batch, Steps: opts.Steps, LR: opts.LR, EvalEvery: opts.EvalEvery,
 		SampleEvery: rs.sampleEvery(opts.Steps), Backend: be, CorpusBytes: n, Warnings: s.runWarnings(opts, n)}
-	need := p.MemoryBytes
-	if s.ownMemory(be) {
-		need = 12 * int64(c.NumParams()) // see train's check of a run on a device of its own
-	}
-	if err := gpt.CheckMemory(need, "this model"); err != nil {
+	if err := gpt.CheckMemory(train.HostMemory(c, opts.Batch, s.ownMemory(be)), "this model"); err != nil {
 		p.Warnings = append(p.Warnings, err.Error())
 	}
 	writeJSON(w, http.StatusOK, p)
@@ -254,7 +250,7 @@ func (s *Server) ownMemory(name string) bool {
 // checkpoint of the run (weights, both moments and the corpus it stores).
 func (s *Server) runWarnings(o train.Options, corpusBytes int) []string {
 	w := planWarnings(o, corpusBytes)
-	need := 12*int64(o.Model.NumParams()) + int64(min(corpusBytes, train.MaxStoredCorpus))
+	need := train.CheckpointBytes(o.Model) + int64(min(corpusBytes, train.MaxStoredCorpus))
 	if free, ok := diskFree(s.cfg.Dir); ok && free < need {
 		w = append(w, fmt.Sprintf("The disk holding the playground's runs has %s free, less than a checkpoint of this model's %s: "+
 			"saving will fail until there is room (training goes on).", disk.Size(free), disk.Size(need)))

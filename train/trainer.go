@@ -267,22 +267,30 @@ func Resume(be backend.Backend, f *format.File, ro ResumeOptions) (*Trainer, err
 }
 
 func checkTrainMemory(be backend.Backend, o Options) error {
-	what := fmt.Sprintf("training %s with batch %d", o.Model, o.Batch)
-	if backend.OnDevice(be) {
-		// The device holds the model, its gradients, moments and activations (a device short
-		// of memory for them says so when the run reserves them, gpt.Model.Reserve); the host
-		// a copy of the weights and moments while a checkpoint is written.
-		return gpt.CheckMemory(12*int64(o.Model.NumParams()), what)
-	}
-	return gpt.CheckMemory(TrainMemory(o.Model, o.Batch), what)
+	return gpt.CheckMemory(HostMemory(o.Model, o.Batch, backend.OnDevice(be)), fmt.Sprintf("training %s with batch %d", o.Model, o.Batch))
 }
 
 // TrainMemory is the number of bytes training a model of shape c with batch sequences needs:
 // the backend's (gpt.MemoryEstimate) and, while a checkpoint is written (or a file resumed
 // from is loaded), the host's copy of the weights and both AdamW moments.
 func TrainMemory(c gpt.Config, batch int) int64 {
-	return gpt.MemoryEstimate(c, batch, c.Ctx, true) + 12*int64(c.NumParams())
+	return gpt.MemoryEstimate(c, batch, c.Ctx, true) + CheckpointBytes(c)
 }
+
+// HostMemory is the host's share of TrainMemory: all of it, or, on a backend with memory of
+// its own (onDevice, see backend.OnDevice), only the copy a checkpoint is written from. The
+// device holds the model, its gradients, moments and activations, and a device short of
+// memory for them says so when the run reserves them (gpt.Model.Reserve).
+func HostMemory(c gpt.Config, batch int, onDevice bool) int64 {
+	if onDevice {
+		return CheckpointBytes(c)
+	}
+	return TrainMemory(c, batch)
+}
+
+// CheckpointBytes is the size of a checkpoint's state for a model of shape c, its weights and
+// both AdamW moments in fp32 (the header, which may hold the corpus, comes on top).
+func CheckpointBytes(c gpt.Config) int64 { return 12 * int64(c.NumParams()) }
 
 // CorpusStored reports whether checkpoints hold the corpus (so --resume needs no --data).
 func (t *Trainer) CorpusStored() bool {

@@ -408,13 +408,13 @@ checkpoint, exiting with 128 + the signal's number; --resume continues it.`)
 	if outIsModel && !resumed {
 		saving += " (replacing the model there at the first checkpoint)"
 	}
-	if n := checkpointBytes(t.Opts.Model); n >= 256<<20 {
+	if n := train.CheckpointBytes(t.Opts.Model); n >= 256<<20 {
 		saving += fmt.Sprintf(", %.1f GB a checkpoint", float64(n)/(1<<30))
 	}
 	describeRun(e.stdout, t, be, saving)
 	fmt.Fprint(e.stdout, initNote)
 	// A run of hours should not learn at its first checkpoint that there is no room for it.
-	need := checkpointBytes(t.Opts.Model)
+	need := train.CheckpointBytes(t.Opts.Model)
 	if t.CorpusStored() {
 		need += int64(len(t.Corpus.Text))
 	}
@@ -814,10 +814,6 @@ func plural(n int, one string) string {
 // slowInitParams is the model size from which initialising takes long enough (seconds to a
 // minute) to say so first.
 const slowInitParams = 50_000_000
-
-// checkpointBytes is about the size of a checkpoint of a model of shape c: weights and both
-// AdamW moments in fp32.
-func checkpointBytes(c gpt.Config) int64 { return 12 * int64(c.NumParams()) }
 
 // listPaths lists the first few of paths for a note, their control characters made visible
 // (a file name can hold any byte but / and NUL), and how many more there are.
