@@ -84,7 +84,7 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 		if glob != "" {
 			return Corpus{}, fmt.Errorf("--glob %q picks files in a folder, and %s is a file", glob, path)
 		}
-		text, nt, err := readFile(path, info.Size(), MaxCorpusBytes)
+		text, nt, err := readFile(path, MaxCorpusBytes)
 		switch {
 		case errors.Is(err, errTooBig):
 			return Corpus{}, fmt.Errorf("%s holds more than the %s limit of a corpus", path, maxCorpus)
@@ -101,15 +101,19 @@ func Load(path, glob string, stdin io.Reader) (Corpus, error) {
 // errTooBig is readText's error for a text past its limit.
 var errTooBig = errors.New("more bytes than the limit")
 
-// readFile reads the corpus file at path, whose size is size by its Stat (0 for a pipe or a
-// device, which have none), as readText does.
-func readFile(path string, size, limit int64) ([]byte, notText, error) {
+// readFile reads the corpus file at path as readText does, expecting the size the opened file
+// has (0 for a pipe or a device, which have none).
+func readFile(path string, limit int64) ([]byte, notText, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, notText{}, fmt.Errorf("corpus: %w", err)
 	}
 	defer f.Close()
-	text, nt, err := readText(f, size, limit)
+	info, err := f.Stat()
+	if err != nil {
+		return nil, notText{}, fmt.Errorf("corpus: %w", err)
+	}
+	text, nt, err := readText(f, info.Size(), limit)
 	if err != nil && !errors.Is(err, errTooBig) {
 		err = fmt.Errorf("corpus: %w", err)
 	}
@@ -245,28 +249,7 @@ func loadDir(root, glob string) (Corpus, error) {
 	var texts [][]byte
 	total := int64(0) // with a newline after each text that lacks one
 	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err == nil {
-			var text []byte
-			var nt notText
-			text, nt, err = readFile(p, info.Size(), MaxCorpusBytes-total)
-			switch {
-			case err != nil:
-			case nt.kind != "":
-				skipped = append(skipped, p+" ("+nt.kind+")")
-				continue
-			case len(text) == 0:
-				skipped = append(skipped, p+" (empty)")
-				continue
-			default:
-				texts = append(texts, text)
-				total += int64(len(text))
-				if text[len(text)-1] != '\n' {
-					total++
-				}
-				continue
-			}
-		}
+		text, nt, err := readFile(p, MaxCorpusBytes-total)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Gone since the folder was listed: an editor's temporary file, a rotated log.
@@ -274,8 +257,18 @@ func loadDir(root, glob string) (Corpus, error) {
 			unreadable = append(unreadable, p) // skipped, as an unreadable folder is
 		case errors.Is(err, errTooBig):
 			return Corpus{}, fmt.Errorf("the text files under %s add up to more than the %s limit of a corpus (reached with %s): pick fewer with --glob, or a smaller folder", root, maxCorpus, showPath(p))
-		default:
+		case err != nil:
 			return Corpus{}, err
+		case nt.kind != "":
+			skipped = append(skipped, p+" ("+nt.kind+")")
+		case len(text) == 0:
+			skipped = append(skipped, p+" (empty)")
+		default:
+			texts = append(texts, text)
+			total += int64(len(text))
+			if text[len(text)-1] != '\n' {
+				total++
+			}
 		}
 	}
 	if len(texts) == 0 {
